@@ -1,0 +1,7 @@
+__version__ = "0.1.0"
+
+# The public API is small on purpose: the two attention pools of the derivation's ends, and the
+# probe factory. Everything else is one `from ep_probing.<module> import ...` away.
+from .mhca import MultiHeadCrossAttentionPool
+from .ep import EfficientProbing
+from .probes import create_probe, list_probes, Probe
