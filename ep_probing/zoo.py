@@ -9,7 +9,7 @@ __all__ = ['paper_pool_params', 'to_grid', 'CrossAttentionPool', 'ABMILPool', 'a
            'dinovit_pool', 'JEPAPool', 'jepa_pool', 'DOLGPool', 'dolg_pool', 'CAEPool', 'cae_pool', 'CBAMPool',
            'cbam_pool', 'zoo_kwargs', 'zoo_param_table']
 
-# %% ../nbs/04a_zoo.ipynb #fae52699
+# %% ../nbs/04a_zoo.ipynb #6e8d96d2
 import torch, torch.nn as nn, torch.nn.functional as F
 from functools import partial
 from fastcore.basics import patch
@@ -21,12 +21,12 @@ from timm.models.vision_transformer import Block
 from .core import check_tokens, check_divisible, infer_grid
 from .probes import register_probe, create_probe, list_probes, probe_registry, n_params
 
-# %% ../nbs/04a_zoo.ipynb #0a2a9df9
+# %% ../nbs/04a_zoo.ipynb #c7f614f8
 paper_pool_params = dict(cls=0, gap=0, mhca=2_360_064, mqca=1_188_864, ep=614_400,
     abmilp=2_951_425, simpool=1_181_184, esimpool=1_536, clip=2_515_200, siglip=7_085_568, aim=1_180_416,
     coca=1_036_032, cait=7_091_712, dinovit=7_085_568, jepa=7_088_640, dolg=592_897, cae=2_366_976, cbam=73_828)
 
-# %% ../nbs/04a_zoo.ipynb #7b09f037
+# %% ../nbs/04a_zoo.ipynb #7608c315
 def _heads(t:torch.Tensor, h:int): # `(B, L, C)` and the number of heads
     "Split channels into `h` heads: `(B, L, C) -> (B, h, L, C/h)`"
     B, L, C = t.shape
@@ -44,7 +44,7 @@ def to_grid(x:torch.Tensor, # patch tokens `(B, N, C)`, `N` a square
     H, W = infer_grid(N)
     return x.transpose(1, 2).reshape(B, C, H, W)  # (B, C, H, W)
 
-# %% ../nbs/04a_zoo.ipynb #a6e7132a
+# %% ../nbs/04a_zoo.ipynb #bc947f1f
 class CrossAttentionPool(nn.Module):
     "Base of the zoo's own attention pools: subclasses give `_qkv(x)` (per-head `q`, `k`, `v`) and `_out(o)`"
     def __init__(self,
@@ -57,8 +57,10 @@ class CrossAttentionPool(nn.Module):
         self.dim, self.out_dim, self.num_heads, self.head_dim = dim, dim, num_heads, head_dim
         self.scale, self.fused_attn = head_dim ** -0.5, use_fused_attn()
     def _attn(self, q, k): return ((q * self.scale) @ k.transpose(-2, -1)).softmax(-1)  # (B, H, L, N)
+    def _qkv(self, x): raise NotImplementedError(f"{type(self).__name__} must define `_qkv(x) -> (q, k, v)`")
+    def _out(self, o): raise NotImplementedError(f"{type(self).__name__} must define `_out(o) -> (B, out_dim)`")
 
-# %% ../nbs/04a_zoo.ipynb #0b1f26fc
+# %% ../nbs/04a_zoo.ipynb #32f11ecb
 @patch
 def attn_weights(self:CrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
                 )->torch.Tensor: # `(B, H L, N)`: heads x queries, each row sums to 1
@@ -77,7 +79,7 @@ def forward(self:CrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
     else: o = self._attn(q, k) @ v                  # (B, H, L, d)
     return self._out(o)
 
-# %% ../nbs/04a_zoo.ipynb #2ed3427f
+# %% ../nbs/04a_zoo.ipynb #4cc25555
 class ABMILPool(nn.Module):
     "ABMIL pooling: self-attention over the tokens, then a tanh MLP scores each token; softmax-weighted sum"
     def __init__(self,
@@ -91,7 +93,7 @@ class ABMILPool(nn.Module):
         self.score = Mlp(dim, dim, out_features=1, act_layer=nn.Tanh)                    # timm: C -> C -> 1
     def _weights(self, z): return self.score(z).squeeze(-1).softmax(-1).unsqueeze(1)  # (B, N, 1) -> (B, 1, N)
 
-# %% ../nbs/04a_zoo.ipynb #1575359d
+# %% ../nbs/04a_zoo.ipynb #f093f3d4
 @patch
 def attn_weights(self:ABMILPool, x:torch.Tensor # tokens `(B, N, C)`
                 )->torch.Tensor: # `(B, 1, N)`, rows sum to 1
@@ -110,7 +112,7 @@ def abmilp_pool(dim:int, num_heads:int=1):
     "ABMIL pooling (`ABMILPool`)"
     return ABMILPool(dim, num_heads)
 
-# %% ../nbs/04a_zoo.ipynb #4977a3d6
+# %% ../nbs/04a_zoo.ipynb #629acbbd
 class SimPool(SimPool1d):
     "SimPool (timm's `SimPool1d`): GAP query through `W_Q`, keys `W_K LN(x)`, values `LN(x)`"
     def __init__(self,
@@ -122,7 +124,7 @@ class SimPool(SimPool1d):
         self.dim = self.out_dim = dim
     def forward(self, x): return super().forward(check_tokens(x, self.dim))  # (B, C)
 
-# %% ../nbs/04a_zoo.ipynb #0621e2e7
+# %% ../nbs/04a_zoo.ipynb #36f449ae
 @patch
 def attn_weights(self:SimPool, x:torch.Tensor # tokens `(B, N, C)`
                 )->torch.Tensor: # `(B, H, N)`, rows sum to 1
@@ -137,7 +139,7 @@ def simpool_pool(dim:int, num_heads:int=1):
     "SimPool (`SimPool`)"
     return SimPool(dim, num_heads)
 
-# %% ../nbs/04a_zoo.ipynb #b0bb4eca
+# %% ../nbs/04a_zoo.ipynb #b9d6bdc5
 class EfficientSimPool(CrossAttentionPool):
     "SimPool without projections: `num_heads` heads, query `LN(GAP x)`, keys `LN(x)`, values `x`"
     def __init__(self,
@@ -156,7 +158,7 @@ def esimpool_pool(dim:int, num_heads:int=12):
     "Efficient SimPool (`EfficientSimPool`)"
     return EfficientSimPool(dim, num_heads)
 
-# %% ../nbs/04a_zoo.ipynb #39240c68
+# %% ../nbs/04a_zoo.ipynb #7c20da3e
 class CLIPAttentionPool(nn.Module):
     "CLIP's attention pool (timm's `AttentionPool2d`) after a LayerNorm, over a square grid of `num_tokens` patches"
     def __init__(self,
@@ -170,7 +172,7 @@ class CLIPAttentionPool(nn.Module):
         self.norm = nn.LayerNorm(dim)
         self.attn_pool = AttentionPool2d(dim, feat_size=infer_grid(num_tokens), num_heads=num_heads, qkv_bias=True)
 
-# %% ../nbs/04a_zoo.ipynb #87daf2bc
+# %% ../nbs/04a_zoo.ipynb #6f6c512a
 @patch
 def _grid(self:CLIPAttentionPool, x:torch.Tensor): # patch tokens `(B, N, C)`
     "Normalised tokens as a `(B, C, H, W)` map; `ValueError` unless `N == num_tokens`"
@@ -186,7 +188,7 @@ def forward(self:CLIPAttentionPool, x:torch.Tensor # patch tokens `(B, N, C)`
     "LayerNorm, then timm's `AttentionPool2d` (mean token prepended, output at the mean token)"
     return self.attn_pool(self._grid(x))
 
-# %% ../nbs/04a_zoo.ipynb #c58a0d3d
+# %% ../nbs/04a_zoo.ipynb #2490e84a
 @patch
 def _qkv(self:CLIPAttentionPool, x:torch.Tensor): # patch tokens `(B, N, C)`
     "`AttentionPool2d`'s per-head `q`, `k`, `v` of the `N + 1` tokens, from its own `pos_embed` and `qkv`"
@@ -214,7 +216,7 @@ def clip_pool(dim:int, num_tokens:int=196, num_heads:int=4):
     "CLIP's attention pool (`CLIPAttentionPool`)"
     return CLIPAttentionPool(dim, num_tokens, num_heads)
 
-# %% ../nbs/04a_zoo.ipynb #1f8e0095
+# %% ../nbs/04a_zoo.ipynb #762d2179
 class SigLIPPool(AttentionPoolLatent):
     "SigLIP's MAP head (timm's `AttentionPoolLatent`): one latent query, `q`/`kv`/`proj`, residual MLP, no norm"
     def __init__(self,
@@ -227,7 +229,7 @@ class SigLIPPool(AttentionPoolLatent):
         self.dim = self.out_dim = dim
     def forward(self, x): return super().forward(check_tokens(x, self.dim))  # (B, C)
 
-# %% ../nbs/04a_zoo.ipynb #106f23db
+# %% ../nbs/04a_zoo.ipynb #cb964177
 @patch
 def attn_weights(self:SigLIPPool, x:torch.Tensor # tokens `(B, N, C)`
                 )->torch.Tensor: # `(B, H, N)` (one latent), rows sum to 1
@@ -242,7 +244,7 @@ def siglip_pool(dim:int, num_heads:int=8, mlp_ratio:float=4.):
     "SigLIP's MAP head (`SigLIPPool`)"
     return SigLIPPool(dim, num_heads, mlp_ratio)
 
-# %% ../nbs/04a_zoo.ipynb #9c04e122
+# %% ../nbs/04a_zoo.ipynb #0211771f
 class AIMPool(CrossAttentionPool):
     "AIM's attentive probe: `BatchNorm(affine=False)` on tokens, learnable queries used directly, `W_K`, `W_V`, mean over queries"
     def __init__(self,
@@ -266,7 +268,7 @@ def aim_pool(dim:int, num_heads:int=16, num_queries:int=1):
     "AIM's attentive probe (`AIMPool`)"
     return AIMPool(dim, num_heads, num_queries)
 
-# %% ../nbs/04a_zoo.ipynb #7e3968b6
+# %% ../nbs/04a_zoo.ipynb #2f468f25
 class CoCaPool(CrossAttentionPool):
     "CoCa's attentional pooler: normalised queries, 8 query heads sharing one 64-wide key/value head; first query's output"
     def __init__(self,
@@ -283,7 +285,7 @@ class CoCaPool(CrossAttentionPool):
         self.kv = nn.Linear(dim, 2 * head_dim, bias=False)
         self.proj = nn.Linear(num_heads * head_dim, dim, bias=False)
 
-# %% ../nbs/04a_zoo.ipynb #59cd6c6a
+# %% ../nbs/04a_zoo.ipynb #a476c5bf
 @patch
 def _qkv(self:CoCaPool, x:torch.Tensor): # tokens `(B, N, C)`
     "The first query's heads `(B, H, 1, d)`; the shared key and value head `(B, 1, N, d)`"
@@ -299,7 +301,7 @@ def coca_pool(dim:int, num_queries:int=196, num_heads:int=8, head_dim:int=64):
     "CoCa's attentional pooler (`CoCaPool`)"
     return CoCaPool(dim, num_queries, num_heads, head_dim)
 
-# %% ../nbs/04a_zoo.ipynb #db510bfa
+# %% ../nbs/04a_zoo.ipynb #03bee41f
 class ClassAttentionPool(nn.Module):
     "CaiT class attention (timm's `LayerScaleBlockClassAttn`): a learned [CLS] attends over `[CLS; x]`, then LayerNorm"
     def __init__(self,
@@ -317,7 +319,7 @@ class ClassAttentionPool(nn.Module):
                                               init_values=init_values, norm_layer=norm_layer)
         self.norm = norm_layer(dim)
 
-# %% ../nbs/04a_zoo.ipynb #4afaa85a
+# %% ../nbs/04a_zoo.ipynb #41477cdc
 @patch
 def forward(self:ClassAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
            )->torch.Tensor: # pooled `(B, C)`
@@ -346,7 +348,7 @@ def cait_pool(dim:int, num_heads:int=4, mlp_ratio:float=4., init_values:float=1e
     "CaiT class attention (`ClassAttentionPool`)"
     return ClassAttentionPool(dim, num_heads, mlp_ratio, init_values)
 
-# %% ../nbs/04a_zoo.ipynb #654e7ac4
+# %% ../nbs/04a_zoo.ipynb #a773b686
 class ViTBlockPool(nn.Module):
     "One ViT block (timm's `Block`) over the tokens, then the mean"
     def __init__(self,
@@ -360,7 +362,7 @@ class ViTBlockPool(nn.Module):
         self.block = Block(dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=False)
     def forward(self, x): return self.block(check_tokens(x, self.dim)).mean(1)  # (B, C)
 
-# %% ../nbs/04a_zoo.ipynb #fa0b6479
+# %% ../nbs/04a_zoo.ipynb #5de8a727
 @patch
 def _qkv(self:ViTBlockPool, x:torch.Tensor): # tokens `(B, N, C)`
     "The block's per-head `q`, `k`, `v`, from its own `norm1` and `attn.qkv`, `q_norm`, `k_norm`"
@@ -380,7 +382,7 @@ def dinovit_pool(dim:int, num_heads:int=8, mlp_ratio:float=4.):
     "A ViT block, then the mean (`ViTBlockPool`)"
     return ViTBlockPool(dim, num_heads, mlp_ratio)
 
-# %% ../nbs/04a_zoo.ipynb #aa660a57
+# %% ../nbs/04a_zoo.ipynb #d744947e
 class JEPAPool(CrossAttentionPool):
     "V-JEPA's attentive pooler: a learned query cross-attends over `LN(x)` with a residual, then `LN` + MLP with a residual"
     def __init__(self,
@@ -396,7 +398,7 @@ class JEPAPool(CrossAttentionPool):
         self.proj = nn.Linear(dim, dim)
         self.mlp = Mlp(dim, int(dim * mlp_ratio))                                # timm
 
-# %% ../nbs/04a_zoo.ipynb #ad2ecd36
+# %% ../nbs/04a_zoo.ipynb #771545aa
 @patch
 def _qkv(self:JEPAPool, x:torch.Tensor): # tokens `(B, N, C)`
     "The query's heads `(B, H, 1, d)`; keys and values of the normalised tokens `(B, H, N, d)`"
@@ -415,7 +417,7 @@ def jepa_pool(dim:int, num_heads:int=16, mlp_ratio:float=4., qkv_bias:bool=True)
     "V-JEPA's attentive pooler (`JEPAPool`)"
     return JEPAPool(dim, num_heads, mlp_ratio, qkv_bias)
 
-# %% ../nbs/04a_zoo.ipynb #a900716f
+# %% ../nbs/04a_zoo.ipynb #5545ae66
 class DOLGPool(nn.Module):
     "DOLG's local branch: `1x1` conv + BN features, L2-normalised, weighted by `softplus` scores, spatial mean"
     def __init__(self, dim:int): # token width `C`
@@ -428,7 +430,7 @@ class DOLGPool(nn.Module):
         f = self.bn(self.conv(to_grid(x, self.dim)))
         return f, self.gate(self.score(self.act(f)))
 
-# %% ../nbs/04a_zoo.ipynb #8b97cf84
+# %% ../nbs/04a_zoo.ipynb #79a50f82
 @patch
 def forward(self:DOLGPool, x:torch.Tensor # patch tokens `(B, N, C)`, `N` a square
            )->torch.Tensor: # pooled `(B, C)`
@@ -448,7 +450,7 @@ def dolg_pool(dim:int):
     "DOLG's local branch (`DOLGPool`)"
     return DOLGPool(dim)
 
-# %% ../nbs/04a_zoo.ipynb #54028bc5
+# %% ../nbs/04a_zoo.ipynb #f0f3a070
 class CAEPool(CrossAttentionPool):
     "CAE's attentive block: zero-init query, separate LayerNorms for `q`, `k`, `v`, projections and `proj`; no MLP"
     def __init__(self,
@@ -471,7 +473,7 @@ def cae_pool(dim:int, num_heads:int=8):
     "CAE's attentive block (`CAEPool`)"
     return CAEPool(dim, num_heads)
 
-# %% ../nbs/04a_zoo.ipynb #e284c7b8
+# %% ../nbs/04a_zoo.ipynb #7c4429ca
 class CBAMPool(nn.Module):
     "CBAM (timm's `CbamModule`) on the token grid, residual, ReLU, global average"
     def __init__(self,
@@ -486,7 +488,7 @@ class CBAMPool(nn.Module):
         g = to_grid(x, self.dim)                                      # (B, C, H, W)
         return F.relu(g + self.cbam(g)).mean((2, 3))                   # (B, C)
 
-# %% ../nbs/04a_zoo.ipynb #74661ea7
+# %% ../nbs/04a_zoo.ipynb #346fcfc7
 @patch
 def spatial_map(self:CBAMPool, x:torch.Tensor # patch tokens `(B, N, C)`
                )->torch.Tensor: # `(B, 1, H, W)` in (0, 1)
@@ -507,14 +509,14 @@ def cbam_pool(dim:int, rd_ratio:float=1/16, spatial_kernel_size:int=7):
     "CBAM (`CBAMPool`)"
     return CBAMPool(dim, rd_ratio, spatial_kernel_size)
 
-# %% ../nbs/04a_zoo.ipynb #01c6e20d
+# %% ../nbs/04a_zoo.ipynb #c2d0aa46
 def zoo_kwargs(name:str, # a registered probe name
                num_tokens:int=196, # patch tokens `N`
               )->dict:
     "Factory options a probe needs for `num_tokens` patch tokens (only `clip` needs any)"
     return dict(num_tokens=num_tokens) if name.removesuffix('_all') == 'clip' else {}
 
-# %% ../nbs/04a_zoo.ipynb #fa67f03e
+# %% ../nbs/04a_zoo.ipynb #19bb1ab3
 def zoo_param_table(dim:int=768, # token width `C`
                     num_classes:int=1000, # classes `K`
                     num_tokens:int=196, # patch tokens `N` (for pools that depend on it)
