@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['bench_cases', 'PeakMemory', 'count_macs', 'resolve_cases', 'bench_time', 'bench_memory', 'bench_probes',
-           'bench_ratios', 'ep_bench']
+           'bench_ratios', 'ep_bench', 'plot_bench']
 
-# %% ../nbs/04b_bench.ipynb #0882293a
+# %% ../nbs/04b_bench.ipynb #d4d686e7
 import re, time, os, sys, inspect, tempfile, platform, ctypes
 from pathlib import Path
 import torch, torch.nn.functional as F
@@ -14,7 +14,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from fastcore.script import call_parse
 from .probes import create_probe, probe_registry, n_params
 
-# %% ../nbs/04b_bench.ipynb #929e9396
+# %% ../nbs/04b_bench.ipynb #c4a3452f
 def _status_kb(field): return int(re.search(rf'{field}:\s+(\d+)', Path('/proc/self/status').read_text()).group(1))
 
 def _can_track_rss():
@@ -37,14 +37,20 @@ class PeakMemory:
         if self.cuda: torch.cuda.synchronize(); self.mb = (torch.cuda.max_memory_allocated() - self.base) / 2**20
         elif self.base is not None: self.mb = max(0, _status_kb('VmHWM') * 1024 - self.base) / 2**20
 
-# %% ../nbs/04b_bench.ipynb #0775129e
+# %% ../nbs/04b_bench.ipynb #14bc990d
 def count_macs(f, # a function of no arguments to run once
+               model:torch.nn.Module=None, # if given, its attention runs the explicit path while counting
               )->int:
     "Multiply-accumulates of one call of `f`, counted by `torch.utils.flop_counter`"
-    with FlopCounterMode(display=False) as fc: f()
+    mods = [m for m in model.modules() if getattr(m, 'fused_attn', False)] if model is not None else []
+    for m in mods: m.fused_attn = False           # the counter does not see the CPU SDPA kernel's work
+    try:
+        with FlopCounterMode(display=False) as fc: f()
+    finally:
+        for m in mods: m.fused_attn = True
     return fc.get_total_flops() // 2
 
-# %% ../nbs/04b_bench.ipynb #ea2e3124
+# %% ../nbs/04b_bench.ipynb #763dae47
 bench_cases = {'ep': ('ep', {}), 'ep_value_first': ('ep', dict(pool_first=False)), 'mhca': ('mhca', {})}
 
 def resolve_cases(probes:str='ep,ep_value_first,mhca' # comma-separated case or probe names, or 'all'
@@ -60,7 +66,7 @@ def resolve_cases(probes:str='ep,ep_value_first,mhca' # comma-separated case or 
         else: raise ValueError(f"unknown probe {n!r}; valid: {', '.join(list(bench_cases) + [p for p in probe_registry if p not in bench_cases])}, or 'all'")
     return res
 
-# %% ../nbs/04b_bench.ipynb #af9f9d25
+# %% ../nbs/04b_bench.ipynb #8332e668
 def _make(name, kw, dim, num_classes, num_tokens):
     if 'num_tokens' in inspect.signature(probe_registry[name]['factory']).parameters: kw = dict(kw, num_tokens=num_tokens)
     return create_probe(name, dim, num_classes, **kw)
@@ -72,7 +78,7 @@ def _step(probe, x, prefix, y):
 def _sync(device):
     if torch.device(device).type == 'cuda': torch.cuda.synchronize()
 
-# %% ../nbs/04b_bench.ipynb #41bf9a81
+# %% ../nbs/04b_bench.ipynb #e5b086d4
 def bench_time(probes:dict, # `{label: probe}`
                x, prefix, y, steps:int=10, warmup:int=3, amp:bool=False)->dict:
     "Median milliseconds of a forward+backward step of each probe, timed round-robin so load on the machine hits all alike"
@@ -94,7 +100,7 @@ def bench_memory(probe, x, prefix, y, steps:int=3, amp:bool=False)->float:
         mbs.append(pm.mb)
     return None if mbs[0] is None else sorted(mbs)[steps // 2]
 
-# %% ../nbs/04b_bench.ipynb #ea169803
+# %% ../nbs/04b_bench.ipynb #5cce7231
 def bench_probes(probes:str='ep,ep_value_first,mhca', # case names (see `resolve_cases`) or 'all'
                  batch_size:int=64, num_tokens:int=196, dim:int=768, num_classes:int=1000,
                  steps:int=10, warmup:int=3, # timed steps (median) and untimed warm-up steps
@@ -112,7 +118,7 @@ def bench_probes(probes:str='ep,ep_value_first,mhca', # case names (see `resolve
     cases = {k: _make(n, kw, dim, num_classes, num_tokens).to(device) for k, (n, kw) in resolve_cases(probes).items()}
     rows = []
     for k, p in cases.items():
-        with torch.no_grad(): macs = count_macs(lambda: p.eval()(x[:1], prefix[:1]))  # one image, inference mode
+        macs = count_macs(lambda: p.eval()(x[:1], prefix[:1]), p)     # one image, eval mode (grad mode on: the flop counter's module tracker needs it)
         rows.append(dict(probe=k, params=n_params(p.train()), pool_params=n_params(p.pool), fwd_mmacs_per_img=macs / 1e6))
     ms = bench_time(cases, x, prefix, y, steps, warmup, amp)
     for r in rows: r.update(ms=ms[r['probe']], peak_mb=bench_memory(cases[r['probe']], x, prefix, y, amp=amp))
@@ -120,7 +126,7 @@ def bench_probes(probes:str='ep,ep_value_first,mhca', # case names (see `resolve
     df.attrs.update(device=device, batch_size=batch_size, num_tokens=num_tokens, dim=dim, num_classes=num_classes, amp=amp)
     return df
 
-# %% ../nbs/04b_bench.ipynb #1f85895a
+# %% ../nbs/04b_bench.ipynb #82c50883
 def bench_ratios(df, ref:str='ep')->list:
     "Lines comparing row `ref` of a `bench_probes` result with every other row"
     if ref not in df.index: raise ValueError(f"reference {ref!r} is not among the benchmarked probes {list(df.index)}")
@@ -130,7 +136,7 @@ def bench_ratios(df, ref:str='ep')->list:
         out.append(f"{ref} vs {name}: {row.ms / r.ms:.1f}x faster{mem}, {row.fwd_mmacs_per_img / r.fwd_mmacs_per_img:.1f}x fewer MACs")
     return out
 
-# %% ../nbs/04b_bench.ipynb #0cfc3ca0
+# %% ../nbs/04b_bench.ipynb #e7ac9984
 def _atomic_csv(df, path):
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix='.tmp'); os.close(fd)
@@ -161,3 +167,17 @@ def ep_bench(probes:str='ep,ep_value_first,mhca', # comma-separated probes (ep_v
     if ref in df.index:
         for l in bench_ratios(df, ref): print(l)
     if csv: _atomic_csv(df, csv); print(f"wrote {csv}")
+
+# %% ../nbs/04b_bench.ipynb #cdd75c7b
+def plot_bench(df, # a `bench_probes` result (or its CSV read back)
+               ax=None, highlight:str='ep'):
+    "Scatter of trainable parameters against forward+backward time, one labelled point per probe"
+    import matplotlib.pyplot as plt
+    if ax is None: _, ax = plt.subplots(figsize=(7, 4.5))
+    for name, r in df.iterrows():
+        hi = name == highlight
+        ax.scatter(r.params / 1e6, r.ms, s=60 if hi else 25, c='C3' if hi else 'C0', zorder=3)
+        ax.annotate(name, (r.params / 1e6, r.ms), fontsize=8, xytext=(3, 3), textcoords='offset points', fontweight='bold' if hi else None)
+    ax.set(xscale='log', yscale='log', xlabel='trainable parameters (M, with classifier)', ylabel='forward + backward (ms / batch)')
+    ax.grid(True, which='both', alpha=.3)
+    return ax
