@@ -14,15 +14,18 @@ from torch.utils.flop_counter import FlopCounterMode
 from fastcore.script import call_parse
 from .probes import create_probe, probe_registry, n_params
 
-# %% ../nbs/04b_bench.ipynb #c4a3452f
+# %% ../nbs/04b_bench.ipynb #983bef67
 def _status_kb(field): return int(re.search(rf'{field}:\s+(\d+)', Path('/proc/self/status').read_text()).group(1))
 
 def _can_track_rss():
-    "Reset the peak RSS; on glibc, also make every block >= 64 KB its own mapping, returned to the OS when freed"
+    "Return freed memory to the OS and reset the peak RSS; on glibc, every later block >= 64 KB gets its own mapping"
+    try:
+        libc = ctypes.CDLL('libc.so.6')
+        libc.mallopt(-3, 64 * 1024)                               # M_MMAP_THRESHOLD: fixed, so freed tensors leave the RSS
+        libc.malloc_trim(0)                                       # free pages kept by earlier steps go back to the OS
+    except Exception: pass
     try: Path('/proc/self/clear_refs').write_text('5'); _status_kb('VmHWM')
     except Exception: return False
-    try: ctypes.CDLL('libc.so.6').mallopt(-3, 64 * 1024)         # M_MMAP_THRESHOLD: fixed, so freed tensors leave the RSS
-    except Exception: pass
     return True
 
 class PeakMemory:
@@ -126,14 +129,14 @@ def bench_probes(probes:str='ep,ep_value_first,mhca', # case names (see `resolve
     df.attrs.update(device=device, batch_size=batch_size, num_tokens=num_tokens, dim=dim, num_classes=num_classes, amp=amp)
     return df
 
-# %% ../nbs/04b_bench.ipynb #82c50883
+# %% ../nbs/04b_bench.ipynb #b00be24a
 def bench_ratios(df, ref:str='ep')->list:
-    "Lines comparing row `ref` of a `bench_probes` result with every other row"
+    "Lines giving every other row's time, peak memory and MACs as multiples of row `ref`'s"
     if ref not in df.index: raise ValueError(f"reference {ref!r} is not among the benchmarked probes {list(df.index)}")
     r, out = df.loc[ref], []
     for name, row in df.drop(index=ref).iterrows():
-        mem = f", {row.peak_mb / r.peak_mb:.1f}x less peak memory" if r.peak_mb and row.peak_mb is not None and r.peak_mb > 0 else ''
-        out.append(f"{ref} vs {name}: {row.ms / r.ms:.1f}x faster{mem}, {row.fwd_mmacs_per_img / r.fwd_mmacs_per_img:.1f}x fewer MACs")
+        mem = f", {row.peak_mb / r.peak_mb:.1f}x its peak memory" if r.peak_mb and r.peak_mb > 0 and row.peak_mb == row.peak_mb else ''
+        out.append(f"{name}: {row.ms / r.ms:.1f}x {ref}'s time{mem}, {row.fwd_mmacs_per_img / r.fwd_mmacs_per_img:.1f}x its MACs")
     return out
 
 # %% ../nbs/04b_bench.ipynb #e7ac9984
