@@ -7,7 +7,7 @@ __all__ = ['encoder_registry', 'asset_dir', 'load_state_dict_file', 'load_weight
            'resolve_data_config', 'ConvertImage', 'register_encoder', 'vit_from_assets', 'mae_fmnist', 'load_in_order',
            'efficientnet_lite0_imagenet', 'create_encoder']
 
-# %% ../nbs/05_encoders.ipynb #bf39a66b
+# %% ../nbs/05_encoders.ipynb #744202c5
 import hashlib, inspect, json, warnings
 from pathlib import Path
 import torch, torch.nn as nn, timm
@@ -16,7 +16,7 @@ from fastcore.meta import delegates
 
 encoder_registry = {}  # short name -> builder, filled in 'Embedded encoders' below
 
-# %% ../nbs/05_encoders.ipynb #82922255
+# %% ../nbs/05_encoders.ipynb #506adf48
 def _cfg(model): return getattr(model, 'pretrained_cfg', None) or {}
 
 def load_state_dict_file(path, # a `.safetensors` file, or a torch file (`.pth`, `.pt`, `.bin`)
@@ -33,12 +33,15 @@ def load_state_dict_file(path, # a `.safetensors` file, or a torch file (`.pth`,
     if not isinstance(sd, dict): raise ValueError(f"{str(path)!r} holds a {type(sd).__name__}, not a state dict of tensors")
     return sd
 
-# %% ../nbs/05_encoders.ipynb #4e87ca4b
+# %% ../nbs/05_encoders.ipynb #b1fc4ca7
 def load_weights(model:nn.Module, # the model to load into
                  path, # a `.safetensors` or `.pth` checkpoint
                 )->nn.Module:
     "Load a local checkpoint into `model`; a classifier head missing from the file is left alone"
-    sd = load_state_dict_file(path)
+    sd, tgt = load_state_dict_file(path), model.state_dict()
+    bad = [f"{k} {tuple(v.shape)} vs {tuple(tgt[k].shape)}" for k, v in sd.items() if k in tgt and v.shape != tgt[k].shape]
+    if bad: raise ValueError(f"{str(path)!r} does not fit {type(model).__name__}: {len(bad)} shape mismatches (file vs model), e.g. {bad[:2]}; "
+                             "is it a checkpoint of this architecture and size?")
     missing, unexpected = model.load_state_dict(sd, strict=False)
     head = _cfg(model).get('classifier', 'head')
     missing = [k for k in missing if not k.startswith(head)]
@@ -47,7 +50,7 @@ def load_weights(model:nn.Module, # the model to load into
     if unexpected: warnings.warn(f"{str(path)!r}: ignored {len(unexpected)} tensors not in the model, e.g. {unexpected[:3]}")
     return model
 
-# %% ../nbs/05_encoders.ipynb #1ebaa044
+# %% ../nbs/05_encoders.ipynb #9351226f
 @delegates(timm.create_model)
 def timm_model(name:str, # a timm model name, e.g. 'vit_small_patch16_224.dino'
                pretrained:bool=False, # download the weights (needs internet)
@@ -63,7 +66,7 @@ def timm_model(name:str, # a timm model name, e.g. 'vit_small_patch16_224.dino'
         raise RuntimeError(f"could not download the pretrained weights of {name!r} ({type(e).__name__}); offline, pass a local file: "
                            f"create_encoder({name!r}, checkpoint='path/to/weights.safetensors') (or a .pth file)") from e
 
-# %% ../nbs/05_encoders.ipynb #ce14214e
+# %% ../nbs/05_encoders.ipynb #699d2efb
 def _is_vit(model): return hasattr(model, 'num_prefix_tokens') and hasattr(model, 'blocks') and \
     'return_prefix_tokens' in inspect.signature(model.forward_intermediates).parameters
 
@@ -76,7 +79,7 @@ def check_layers(layers, # a block index or a list of them; negative counts from
     if bad or not idx: raise ValueError(f"layers={layers!r}: valid block indices for this {depth}-block encoder are 0..{depth-1} (or -{depth}..-1)")
     return sorted({i % depth for i in idx})
 
-# %% ../nbs/05_encoders.ipynb #992011c8
+# %% ../nbs/05_encoders.ipynb #52a9a869
 class FrozenEncoder(nn.Module):
     "A frozen timm backbone: always eval, no gradients; returns patch tokens `(B, N, C)` and prefix tokens `(B, P, C)`"
     def __init__(self,
@@ -102,7 +105,7 @@ class FrozenEncoder(nn.Module):
         self.data_config = data_config or resolve_data_config(model)
         self.requires_grad_(False); super().train(False)
 
-# %% ../nbs/05_encoders.ipynb #5dfa9853
+# %% ../nbs/05_encoders.ipynb #15e5f646
 @patch
 def train(self:FrozenEncoder, mode:bool=True):
     "Stay in eval mode whatever `mode` says: the encoder is frozen"
@@ -111,7 +114,7 @@ def train(self:FrozenEncoder, mode:bool=True):
 @patch(as_prop=True)
 def device(self:FrozenEncoder): return next(self.model.parameters()).device
 
-# %% ../nbs/05_encoders.ipynb #bb8ace4e
+# %% ../nbs/05_encoders.ipynb #4b256475
 def resolve_data_config(model:nn.Module)->dict:
     "timm's eval data config of `model`, with the input size a ViT was built for"
     cfg = dict(timm.data.resolve_model_data_config(model))
@@ -120,7 +123,7 @@ def resolve_data_config(model:nn.Module)->dict:
         cfg['input_size'] = (getattr(pe.proj, 'in_channels', 3), *pe.img_size)
     return cfg
 
-# %% ../nbs/05_encoders.ipynb #58d4e386
+# %% ../nbs/05_encoders.ipynb #cff21db1
 @patch(as_prop=True)
 def img_size(self:FrozenEncoder)->tuple: return tuple(self.data_config['input_size'][1:])
 @patch(as_prop=True)
@@ -130,7 +133,7 @@ def mean(self:FrozenEncoder)->tuple: return tuple(self.data_config['mean'])
 @patch(as_prop=True)
 def std(self:FrozenEncoder)->tuple: return tuple(self.data_config['std'])
 
-# %% ../nbs/05_encoders.ipynb #f840bdc1
+# %% ../nbs/05_encoders.ipynb #2c876665
 class ConvertImage:
     "Convert a PIL image to `mode` (e.g. 'RGB' or 'L'); picklable, with a stable `repr`"
     def __init__(self, mode:str): self.mode = mode
@@ -145,7 +148,7 @@ def transform(self:FrozenEncoder, **kwargs): # overrides for `timm.data.create_t
     tf = timm.data.create_transform(**cfg, is_training=False)
     return Compose([ConvertImage('L' if self.in_chans == 1 else 'RGB'), *tf.transforms])
 
-# %% ../nbs/05_encoders.ipynb #f322143c
+# %% ../nbs/05_encoders.ipynb #1b2e06ad
 @patch
 def _features(self:FrozenEncoder, x):
     "Run the backbone: a list of `(patch, prefix)` per layer"
@@ -174,7 +177,7 @@ def forward(self:FrozenEncoder, x:torch.Tensor # images `(B, C, H, W)`
     if len(out) == 1: return out[0]
     return torch.stack([p for p, _ in out], 1), torch.stack([q for _, q in out], 1)
 
-# %% ../nbs/05_encoders.ipynb #ff3826c8
+# %% ../nbs/05_encoders.ipynb #870d4b48
 @patch
 def weights_hash(self:FrozenEncoder)->str:
     "SHA-256 of the encoder's state dict (names, dtypes, shapes and values)"
@@ -186,7 +189,7 @@ def weights_hash(self:FrozenEncoder)->str:
         self._weights_hash = h.hexdigest()
     return self._weights_hash
 
-# %% ../nbs/05_encoders.ipynb #962df038
+# %% ../nbs/05_encoders.ipynb #3fa567cb
 asset_dir = Path(__file__).parent/'assets' if '__file__' in globals() else Path('../ep_probing/assets')
 
 def register_encoder(name:str): # the short name
@@ -194,7 +197,7 @@ def register_encoder(name:str): # the short name
     def _inner(f): encoder_registry[name] = f; return f
     return _inner
 
-# %% ../nbs/05_encoders.ipynb #661b401c
+# %% ../nbs/05_encoders.ipynb #e61308a2
 def vit_from_assets(stem:str, # file stem: `<stem>.json` and `<stem>.safetensors`
                     assets=None, # the directory holding them (default: the package's `assets`)
                    ):
@@ -214,7 +217,7 @@ def mae_fmnist(assets=None): # directory of `mae_fmnist_vit.json`/`.safetensors`
     "The MAE-pretrained Fashion-MNIST ViT shipped with the package"
     return vit_from_assets('mae_fmnist_vit', assets)
 
-# %% ../nbs/05_encoders.ipynb #fedb732c
+# %% ../nbs/05_encoders.ipynb #bceb9b48
 def load_in_order(model:nn.Module, # the target model
                   sd:dict, # a state dict whose tensors match `model`'s in order
                  )->nn.Module:
@@ -228,7 +231,7 @@ def load_in_order(model:nn.Module, # the target model
     model.load_state_dict(new)
     return model
 
-# %% ../nbs/05_encoders.ipynb #ac2c267d
+# %% ../nbs/05_encoders.ipynb #5fc78800
 @register_encoder('efficientnet_lite0_imagenet')
 def efficientnet_lite0_imagenet(arch:str='tf_efficientnet_lite0', # 'tf_efficientnet_lite0' (TF padding, as trained) or 'efficientnet_lite0'
                                 num_classes:int=1000, # 1000: keep the ImageNet classifier; 0: drop it
@@ -242,7 +245,7 @@ def efficientnet_lite0_imagenet(arch:str='tf_efficientnet_lite0', # 'tf_efficien
     if num_classes != 1000: model.reset_classifier(num_classes)
     return model, resolve_data_config(model)
 
-# %% ../nbs/05_encoders.ipynb #85e650e8
+# %% ../nbs/05_encoders.ipynb #b8a1b33c
 @delegates(timm.create_model, keep=True)
 def create_encoder(model, # a short name (`list(encoder_registry)`), a timm model name, or an `nn.Module`
                    layers=-1, # block index or indices; negative counts from the end
