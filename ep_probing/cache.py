@@ -195,23 +195,24 @@ class FeatureCache(Dataset):
     def __len__(self): return self.n
     def __getstate__(self): return {**self.__dict__, '_arrays': {}}
 
-# %% ../nbs/07_cache.ipynb #855d69b3
+# %% ../nbs/07_cache.ipynb #844a3810
 @patch
 def _shard(self:FeatureCache, i:int):
     if i not in self._arrays: self._arrays[i] = read_shard(self.path/self.manifest['shards'][i])
     return self._arrays[i]
 
 @patch
-def _get(self:FeatureCache, k:str, idx:np.ndarray):
-    "Rows `idx` of array `k` (`patch`/`prefix`/`labels`), read shard by shard"
+def _get(self:FeatureCache, k:str, idx:np.ndarray, pos:list=None):
+    "Rows `idx` (and layers at positions `pos`) of array `k` (`patch`/`prefix`/`labels`), read shard by shard"
     sh, off = np.divmod(idx, self.shard_size)
-    out = [None] * len(idx)
+    a0 = self._shard(0)[k]
+    out = np.empty((len(idx), *([len(pos)] if pos is not None else []), *a0.shape[1 + (pos is not None):]), a0.dtype)
     for s in np.unique(sh):
-        m = np.nonzero(sh == s)[0]; a = self._shard(int(s))[k][off[m]]
-        for j, r in zip(m, a): out[j] = r
-    return np.stack(out) if len(idx) else np.zeros((0,))
+        m = sh == s; a = self._shard(int(s))[k]
+        out[m] = a[off[m]] if pos is None else a[np.ix_(off[m], pos)]     # reads only the chosen layers
+    return out
 
-# %% ../nbs/07_cache.ipynb #932309ba
+# %% ../nbs/07_cache.ipynb #be7bfa22
 @patch
 def get_batch(self:FeatureCache, idxs # item indices
              )->tuple: # patch `(B, [L,] N, C)`, prefix `(B, [L,] P, C)`, labels `(B,)`
@@ -219,14 +220,18 @@ def get_batch(self:FeatureCache, idxs # item indices
     idx = np.asarray(idxs, dtype=np.int64)
     if len(idx) and (idx.min() < -self.n or idx.max() >= self.n): raise IndexError(f"index out of range for a cache of {self.n} items")
     idx = idx % self.n
-    sel = self._pos[0] if len(self._pos) == 1 else self._pos
-    patch, prefix = [torch.from_numpy(np.ascontiguousarray(self._get(k, idx)[:, sel])).to(self.dtype) for k in ('patch', 'prefix')]
+    patch, prefix = [torch.from_numpy(self._get(k, idx, self._pos)).to(self.dtype) for k in ('patch', 'prefix')]
+    if len(self._pos) == 1: patch, prefix = patch[:, 0], prefix[:, 0]                          # (B, N, C), (B, P, C)
     return patch, prefix, torch.from_numpy(self._get('labels', idx))
 
 @patch
 def __getitem__(self:FeatureCache, i:int):
-    p, q, y = self.get_batch([i])
-    return p[0], q[0], y[0]
+    "`(patch, prefix, label)` of item `i`"
+    if not -self.n <= i < self.n: raise IndexError(f"index {i} out of range for a cache of {self.n} items")
+    s, o = divmod(i % self.n, self.shard_size); a = self._shard(s)
+    p, q = [torch.from_numpy(np.array(a[k][o, self._pos])).to(self.dtype) for k in ('patch', 'prefix')]   # (L, N, C), (L, P, C)
+    if len(self._pos) == 1: p, q = p[0], q[0]                                                 # (N, C), (P, C)
+    return p, q, int(a['labels'][o])
 
 # %% ../nbs/07_cache.ipynb #9cc9479f
 @patch(as_prop=True)
