@@ -106,7 +106,7 @@ def _shard_ok(path, rows, shapes):
     except (OSError, ValueError): return False
     return all(arr[k].shape == (rows, *shapes[k]) for k in _files)
 
-# %% ../nbs/07_cache.ipynb #e3f300eb
+# %% ../nbs/07_cache.ipynb #590d96f9
 def _manifest(d): return Path(d)/'manifest.json'
 
 def is_complete(path)->bool:
@@ -115,10 +115,10 @@ def is_complete(path)->bool:
 
 def _write_json(path, obj):
     "Write `obj` as json atomically"
-    tmp = Path(path).with_suffix(f'.tmp-{os.getpid()}')
+    path = Path(path); tmp = path.with_name(f'.tmp-{path.name}-{os.getpid()}')
     tmp.write_text(json.dumps(obj, indent=1)); os.replace(tmp, path)
 
-# %% ../nbs/07_cache.ipynb #1922eb15
+# %% ../nbs/07_cache.ipynb #8ed126d6
 def extract_features(encoder:FrozenEncoder, # the frozen encoder
                      dataset, # `dataset[i] -> (image, label)`
                      root, # cache root; the cache lives in `root/<key>`
@@ -135,7 +135,9 @@ def extract_features(encoder:FrozenEncoder, # the frozen encoder
     if is_complete(d): return FeatureCache(d)
     n = len(dataset)
     if n == 0: raise ValueError("the dataset is empty; nothing to extract")
-    x0 = _Transformed(dataset, transform, [0])[0][0][None]
+    x0 = _Transformed(dataset, transform, [0])[0][0]
+    if not isinstance(x0, torch.Tensor): raise ValueError(f"dataset items are {type(x0).__name__}, not image tensors; pass `transform=encoder.transform()`")
+    x0 = x0[None]                                                                # (1, C, H, W)
     p0, q0 = zip(*encoder.forward_tokens(x0).values())
     shapes = dict(patch=(len(p0), *p0[0].shape[1:]), prefix=(len(q0), *q0[0].shape[1:]), labels=())   # (L, N, C), (L, P, C)
     shards = [(s, min(s + shard_size, n)) for s in range(0, n, shard_size)]

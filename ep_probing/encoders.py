@@ -7,7 +7,7 @@ __all__ = ['encoder_registry', 'asset_dir', 'load_state_dict_file', 'load_weight
            'resolve_data_config', 'ConvertImage', 'register_encoder', 'vit_from_assets', 'mae_fmnist', 'load_in_order',
            'efficientnet_lite0_imagenet', 'create_encoder']
 
-# %% ../nbs/05_encoders.ipynb #744202c5
+# %% ../nbs/05_encoders.ipynb #51b9f434
 import hashlib, inspect, json, warnings
 from pathlib import Path
 import torch, torch.nn as nn, timm
@@ -16,7 +16,7 @@ from fastcore.meta import delegates
 
 encoder_registry = {}  # short name -> builder, filled in 'Embedded encoders' below
 
-# %% ../nbs/05_encoders.ipynb #506adf48
+# %% ../nbs/05_encoders.ipynb #78db6309
 def _cfg(model): return getattr(model, 'pretrained_cfg', None) or {}
 
 def load_state_dict_file(path, # a `.safetensors` file, or a torch file (`.pth`, `.pt`, `.bin`)
@@ -33,7 +33,7 @@ def load_state_dict_file(path, # a `.safetensors` file, or a torch file (`.pth`,
     if not isinstance(sd, dict): raise ValueError(f"{str(path)!r} holds a {type(sd).__name__}, not a state dict of tensors")
     return sd
 
-# %% ../nbs/05_encoders.ipynb #b1fc4ca7
+# %% ../nbs/05_encoders.ipynb #4c2ec4f7
 def load_weights(model:nn.Module, # the model to load into
                  path, # a `.safetensors` or `.pth` checkpoint
                 )->nn.Module:
@@ -50,7 +50,7 @@ def load_weights(model:nn.Module, # the model to load into
     if unexpected: warnings.warn(f"{str(path)!r}: ignored {len(unexpected)} tensors not in the model, e.g. {unexpected[:3]}")
     return model
 
-# %% ../nbs/05_encoders.ipynb #9351226f
+# %% ../nbs/05_encoders.ipynb #d1a032b3
 @delegates(timm.create_model)
 def timm_model(name:str, # a timm model name, e.g. 'vit_small_patch16_224.dino'
                pretrained:bool=False, # download the weights (needs internet)
@@ -66,7 +66,7 @@ def timm_model(name:str, # a timm model name, e.g. 'vit_small_patch16_224.dino'
         raise RuntimeError(f"could not download the pretrained weights of {name!r} ({type(e).__name__}); offline, pass a local file: "
                            f"create_encoder({name!r}, checkpoint='path/to/weights.safetensors') (or a .pth file)") from e
 
-# %% ../nbs/05_encoders.ipynb #699d2efb
+# %% ../nbs/05_encoders.ipynb #2a1d6834
 def _is_vit(model): return hasattr(model, 'num_prefix_tokens') and hasattr(model, 'blocks') and \
     'return_prefix_tokens' in inspect.signature(model.forward_intermediates).parameters
 
@@ -79,7 +79,7 @@ def check_layers(layers, # a block index or a list of them; negative counts from
     if bad or not idx: raise ValueError(f"layers={layers!r}: valid block indices for this {depth}-block encoder are 0..{depth-1} (or -{depth}..-1)")
     return sorted({i % depth for i in idx})
 
-# %% ../nbs/05_encoders.ipynb #52a9a869
+# %% ../nbs/05_encoders.ipynb #9e06302f
 class FrozenEncoder(nn.Module):
     "A frozen timm backbone: always eval, no gradients; returns patch tokens `(B, N, C)` and prefix tokens `(B, P, C)`"
     def __init__(self,
@@ -105,7 +105,7 @@ class FrozenEncoder(nn.Module):
         self.data_config = data_config or resolve_data_config(model)
         self.requires_grad_(False); super().train(False)
 
-# %% ../nbs/05_encoders.ipynb #15e5f646
+# %% ../nbs/05_encoders.ipynb #3ac580f6
 @patch
 def train(self:FrozenEncoder, mode:bool=True):
     "Stay in eval mode whatever `mode` says: the encoder is frozen"
@@ -114,7 +114,7 @@ def train(self:FrozenEncoder, mode:bool=True):
 @patch(as_prop=True)
 def device(self:FrozenEncoder): return next(self.model.parameters()).device
 
-# %% ../nbs/05_encoders.ipynb #4b256475
+# %% ../nbs/05_encoders.ipynb #2c525595
 def resolve_data_config(model:nn.Module)->dict:
     "timm's eval data config of `model`, with the input size a ViT was built for"
     cfg = dict(timm.data.resolve_model_data_config(model))
@@ -123,7 +123,7 @@ def resolve_data_config(model:nn.Module)->dict:
         cfg['input_size'] = (getattr(pe.proj, 'in_channels', 3), *pe.img_size)
     return cfg
 
-# %% ../nbs/05_encoders.ipynb #cff21db1
+# %% ../nbs/05_encoders.ipynb #04037e70
 @patch(as_prop=True)
 def img_size(self:FrozenEncoder)->tuple: return tuple(self.data_config['input_size'][1:])
 @patch(as_prop=True)
@@ -133,7 +133,7 @@ def mean(self:FrozenEncoder)->tuple: return tuple(self.data_config['mean'])
 @patch(as_prop=True)
 def std(self:FrozenEncoder)->tuple: return tuple(self.data_config['std'])
 
-# %% ../nbs/05_encoders.ipynb #2c876665
+# %% ../nbs/05_encoders.ipynb #910f1186
 class ConvertImage:
     "Convert a PIL image to `mode` (e.g. 'RGB' or 'L'); picklable, with a stable `repr`"
     def __init__(self, mode:str): self.mode = mode
@@ -148,7 +148,7 @@ def transform(self:FrozenEncoder, **kwargs): # overrides for `timm.data.create_t
     tf = timm.data.create_transform(**cfg, is_training=False)
     return Compose([ConvertImage('L' if self.in_chans == 1 else 'RGB'), *tf.transforms])
 
-# %% ../nbs/05_encoders.ipynb #1b2e06ad
+# %% ../nbs/05_encoders.ipynb #42018b7b
 @patch
 def _features(self:FrozenEncoder, x):
     "Run the backbone: a list of `(patch, prefix)` per layer"
@@ -177,7 +177,7 @@ def forward(self:FrozenEncoder, x:torch.Tensor # images `(B, C, H, W)`
     if len(out) == 1: return out[0]
     return torch.stack([p for p, _ in out], 1), torch.stack([q for _, q in out], 1)
 
-# %% ../nbs/05_encoders.ipynb #870d4b48
+# %% ../nbs/05_encoders.ipynb #3d8e598e
 @patch
 def weights_hash(self:FrozenEncoder)->str:
     "SHA-256 of the encoder's state dict (names, dtypes, shapes and values)"
@@ -189,7 +189,7 @@ def weights_hash(self:FrozenEncoder)->str:
         self._weights_hash = h.hexdigest()
     return self._weights_hash
 
-# %% ../nbs/05_encoders.ipynb #3fa567cb
+# %% ../nbs/05_encoders.ipynb #f0d947ff
 asset_dir = Path(__file__).parent/'assets' if '__file__' in globals() else Path('../ep_probing/assets')
 
 def register_encoder(name:str): # the short name
@@ -197,7 +197,7 @@ def register_encoder(name:str): # the short name
     def _inner(f): encoder_registry[name] = f; return f
     return _inner
 
-# %% ../nbs/05_encoders.ipynb #e61308a2
+# %% ../nbs/05_encoders.ipynb #048cb0c2
 def vit_from_assets(stem:str, # file stem: `<stem>.json` and `<stem>.safetensors`
                     assets=None, # the directory holding them (default: the package's `assets`)
                    ):
@@ -208,7 +208,7 @@ def vit_from_assets(stem:str, # file stem: `<stem>.json` and `<stem>.safetensors
     if missing: raise FileNotFoundError(f"encoder asset missing: {missing}; reinstall ep_probing, or pass `assets=` the directory holding {js.name} and {st.name}")
     meta = json.loads(js.read_text())
     model = load_weights(timm.models.VisionTransformer(**meta['model_kwargs']), st)
-    cfg = resolve_data_config(model)
+    cfg = {**resolve_data_config(model), 'crop_pct': 1.0, 'interpolation': 'bilinear'}       # small images: no crop unless the json says so
     cfg.update(mean=tuple(meta['mean']), std=tuple(meta['std']), **{k: meta[k] for k in ('crop_pct', 'interpolation') if k in meta})
     return model, cfg
 
@@ -217,7 +217,7 @@ def mae_fmnist(assets=None): # directory of `mae_fmnist_vit.json`/`.safetensors`
     "The MAE-pretrained Fashion-MNIST ViT shipped with the package"
     return vit_from_assets('mae_fmnist_vit', assets)
 
-# %% ../nbs/05_encoders.ipynb #bceb9b48
+# %% ../nbs/05_encoders.ipynb #a7aa89a6
 def load_in_order(model:nn.Module, # the target model
                   sd:dict, # a state dict whose tensors match `model`'s in order
                  )->nn.Module:
@@ -231,7 +231,7 @@ def load_in_order(model:nn.Module, # the target model
     model.load_state_dict(new)
     return model
 
-# %% ../nbs/05_encoders.ipynb #5fc78800
+# %% ../nbs/05_encoders.ipynb #86e89b15
 @register_encoder('efficientnet_lite0_imagenet')
 def efficientnet_lite0_imagenet(arch:str='tf_efficientnet_lite0', # 'tf_efficientnet_lite0' (TF padding, as trained) or 'efficientnet_lite0'
                                 num_classes:int=1000, # 1000: keep the ImageNet classifier; 0: drop it
@@ -245,7 +245,7 @@ def efficientnet_lite0_imagenet(arch:str='tf_efficientnet_lite0', # 'tf_efficien
     if num_classes != 1000: model.reset_classifier(num_classes)
     return model, resolve_data_config(model)
 
-# %% ../nbs/05_encoders.ipynb #b8a1b33c
+# %% ../nbs/05_encoders.ipynb #0b296c5b
 @delegates(timm.create_model, keep=True)
 def create_encoder(model, # a short name (`list(encoder_registry)`), a timm model name, or an `nn.Module`
                    layers=-1, # block index or indices; negative counts from the end
