@@ -6,8 +6,8 @@
 __all__ = ['dataset_fingerprint', 'encoder_identity', 'cache_key', 'human_bytes', 'check_free_space', 'write_shard', 'read_shard',
            'is_complete', 'extract_features', 'FeatureCache']
 
-# %% ../nbs/07_cache.ipynb #e109d1ca
-import hashlib, json, os, shutil, time
+# %% ../nbs/07_cache.ipynb #792f40fe
+import hashlib, json, os, shutil, time, warnings
 from pathlib import Path
 import numpy as np, torch
 from torch.utils.data import Dataset, DataLoader
@@ -36,7 +36,7 @@ def dataset_fingerprint(dataset, # indexable, `dataset[i] -> (image, label)`
     if t is not None: h.update(_item_bytes(np.asarray(t)))
     return dict(name=name, type=type(dataset).__name__, len=n, content=h.hexdigest()[:16])
 
-# %% ../nbs/07_cache.ipynb #813b4542
+# %% ../nbs/07_cache.ipynb #11daef37
 def encoder_identity(encoder:FrozenEncoder)->dict:
     "What shapes an encoder's tokens: name, architecture hash, blocks, norm flag, autocast and weights hash"
     return dict(name=encoder.name, arch=hashlib.sha256(repr(encoder.model).encode()).hexdigest()[:16], layers=list(encoder.layers),
@@ -49,6 +49,9 @@ def cache_key(encoder:FrozenEncoder, # the frozen encoder
               shard_size:int=1024, # images per shard
              )->tuple: # (key, info)
     "A hash of everything that determines the cached tokens, and the dict it hashes"
+    for t in (transform, getattr(dataset, 'transform', None)):
+        if ' at 0x' in repr(t): warnings.warn(f"the transform {t!r} has no stable repr (it shows a memory address), so its cache key changes every session "
+                                              "and the cache is never reused; give it a `__repr__` or use timm/torchvision transforms")
     info = dict(version=1, encoder=encoder_identity(encoder), transform=repr(transform),
                 dataset_transform=repr(getattr(dataset, 'transform', None)), dataset=dataset_fingerprint(dataset, name),
                 shard_size=shard_size, dtype='float16')

@@ -144,3 +144,24 @@ def test_lite0_feature_map_probed_like_vit_tokens():
     a = probe.attn_weights(p)
     assert a.shape == (4, 32, 49)
     torch.testing.assert_close(a.sum(-1), torch.ones(4, 32))
+
+def test_short_name_from_asset_directory(tmp_path):
+    import json
+    kw = dict(img_size=28, patch_size=4, in_chans=1, embed_dim=48, depth=3, num_heads=3, num_classes=0)
+    torch.manual_seed(5); vit = timm.models.VisionTransformer(**kw).eval()
+    (tmp_path/'mae_fmnist_vit.json').write_text(json.dumps(dict(model_kwargs=kw, mean=[0.286], std=[0.353])))
+    save_file(vit.state_dict(), tmp_path/'mae_fmnist_vit.safetensors')
+    enc = create_encoder('mae_fmnist', assets=tmp_path, layers=[1, -1], norm=True)
+    assert enc.name == 'mae_fmnist' and enc.in_chans == 1 and enc.img_size == (28, 28) and enc.mean == (0.286,)
+    x = torch.randn(2, 1, 28, 28)
+    p, q = enc(x)
+    assert p.shape == (2, 2, 49, 48) and q.shape == (2, 2, 1, 48)
+    torch.testing.assert_close(torch.cat([q[:, 1], p[:, 1]], 1), vit.forward_features(x))
+
+def test_autocast_option_runs_on_cpu():
+    x = torch.randn(2, 3, 32, 32)
+    p32, _ = create_encoder(tiny_vit())(x)
+    p16, _ = create_encoder(tiny_vit(), amp='bf16')(x)
+    assert p16.dtype == torch.float32 and not torch.equal(p16, p32)
+    torch.testing.assert_close(p16, p32, rtol=0.05, atol=0.1)
+    with pytest.raises(ValueError, match="amp='fp8'"): create_encoder(tiny_vit(), amp='fp8')
