@@ -121,7 +121,7 @@ def _write_json(path, obj):
     path = Path(path); tmp = path.with_name(f'.tmp-{path.name}-{os.getpid()}')
     tmp.write_text(json.dumps(obj, indent=1)); os.replace(tmp, path)
 
-# %% ../nbs/07_cache.ipynb #8ed126d6
+# %% ../nbs/07_cache.ipynb #259649f8
 def extract_features(encoder:FrozenEncoder, # the frozen encoder
                      dataset, # `dataset[i] -> (image, label)`
                      root, # cache root; the cache lives in `root/<key>`
@@ -135,7 +135,8 @@ def extract_features(encoder:FrozenEncoder, # the frozen encoder
     "Extract `encoder`'s tokens of `dataset` once into an fp16 memory-mapped cache; reuse or resume it when the key matches"
     key, info = cache_key(encoder, dataset, transform, name, shard_size)
     d = Path(root)/key
-    if is_complete(d): return FeatureCache(d)
+    view = encoder.layers[0] if isinstance(encoder.layer_arg, int) else None       # the shapes the encoder's `forward` gives
+    if is_complete(d): return FeatureCache(d, view)
     n = len(dataset)
     if n == 0: raise ValueError("the dataset is empty; nothing to extract")
     x0 = _Transformed(dataset, transform, [0])[0][0]
@@ -156,7 +157,7 @@ def extract_features(encoder:FrozenEncoder, # the frozen encoder
     _write_json(d/'meta.json', dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()}, layers=list(encoder.layers)))
     _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, progress)
     _write_json(_manifest(d), dict(key=key, n=n, shards=[f'shard_{i:05d}' for i in range(len(shards))], created=time.time()))
-    return FeatureCache(d)
+    return FeatureCache(d, view)
 
 # %% ../nbs/07_cache.ipynb #161c3499
 def _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers):
@@ -178,11 +179,11 @@ def _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, nu
     for i, buf, done in (progress_bar(it, total=total, leave=False) if progress and total else it):
         if done: write_shard(d/f'shard_{i:05d}', **buf)
 
-# %% ../nbs/07_cache.ipynb #380b55dc
+# %% ../nbs/07_cache.ipynb #a8cc13cd
 class FeatureCache(Dataset):
     "Cached tokens as a torch `Dataset`: `(patch, prefix, label)` per item"
     def __init__(self, path, # a cache directory written by `extract_features`
-                 layers=None, # block index or indices to read (default: all cached)
+                 layers=None, # block index (no layer axis) or list of indices to read (default: all cached)
                  dtype=torch.float32, # dtype of the returned tokens
                 ):
         self.path = Path(path)
@@ -196,6 +197,7 @@ class FeatureCache(Dataset):
         bad = [l for l in want if l not in self.cached_layers]
         if bad: raise ValueError(f"layers {bad} are not in this cache; it holds blocks {self.cached_layers}")
         self.layers, self._pos = want, [self.cached_layers.index(l) for l in want]
+        self.squeeze = isinstance(layers, int)                                   # one int: no layer axis, like numpy indexing
         self._arrays = {}
     def __len__(self): return self.n
     def __getstate__(self): return {**self.__dict__, '_arrays': {}}
@@ -217,7 +219,7 @@ def _get(self:FeatureCache, k:str, idx:np.ndarray, pos:list=None):
         out[m] = a[off[m]] if pos is None else a[np.ix_(off[m], pos)]     # reads only the chosen layers
     return out
 
-# %% ../nbs/07_cache.ipynb #be7bfa22
+# %% ../nbs/07_cache.ipynb #9338910f
 @patch
 def get_batch(self:FeatureCache, idxs # item indices
              )->tuple: # patch `(B, [L,] N, C)`, prefix `(B, [L,] P, C)`, labels `(B,)`
@@ -226,7 +228,7 @@ def get_batch(self:FeatureCache, idxs # item indices
     if len(idx) and (idx.min() < -self.n or idx.max() >= self.n): raise IndexError(f"index out of range for a cache of {self.n} items")
     idx = idx % self.n
     patch, prefix = [torch.from_numpy(self._get(k, idx, self._pos)).to(self.dtype) for k in ('patch', 'prefix')]
-    if len(self._pos) == 1: patch, prefix = patch[:, 0], prefix[:, 0]                          # (B, N, C), (B, P, C)
+    if self.squeeze: patch, prefix = patch[:, 0], prefix[:, 0]                                 # (B, N, C), (B, P, C)
     return patch, prefix, torch.from_numpy(self._get('labels', idx))
 
 @patch
@@ -235,7 +237,7 @@ def __getitem__(self:FeatureCache, i:int):
     if not -self.n <= i < self.n: raise IndexError(f"index {i} out of range for a cache of {self.n} items")
     s, o = divmod(i % self.n, self.shard_size); a = self._shard(s)
     p, q = [torch.from_numpy(np.array(a[k][o, self._pos])).to(self.dtype) for k in ('patch', 'prefix')]   # (L, N, C), (L, P, C)
-    if len(self._pos) == 1: p, q = p[0], q[0]                                                 # (N, C), (P, C)
+    if self.squeeze: p, q = p[0], q[0]                                                        # (N, C), (P, C)
     return p, q, int(a['labels'][o])
 
 # %% ../nbs/07_cache.ipynb #9cc9479f

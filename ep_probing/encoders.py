@@ -79,7 +79,7 @@ def check_layers(layers, # a block index or a list of them; negative counts from
     if bad or not idx: raise ValueError(f"layers={layers!r}: valid block indices for this {depth}-block encoder are 0..{depth-1} (or -{depth}..-1)")
     return sorted({i % depth for i in idx})
 
-# %% ../nbs/05_encoders.ipynb #9e06302f
+# %% ../nbs/05_encoders.ipynb #14d9b790
 class FrozenEncoder(nn.Module):
     "A frozen timm backbone: always eval, no gradients; returns patch tokens `(B, N, C)` and prefix tokens `(B, P, C)`"
     def __init__(self,
@@ -98,7 +98,7 @@ class FrozenEncoder(nn.Module):
         self.depth = len(model.blocks) if self.is_vit else 1
         if not self.is_vit and layers not in (-1, [-1], 0, [0]):
             raise ValueError(f"layers={layers!r}: {type(model).__name__} is a CNN here; it gives its last feature map only, use layers=-1")
-        self.layers = check_layers(layers, self.depth)
+        self.layers, self.layer_arg = check_layers(layers, self.depth), layers
         if prune and self.is_vit and self.layers[-1] < self.depth - 1: model.prune_intermediate_layers(self.layers, prune_norm=not norm)
         self.num_prefix_tokens = getattr(model, 'num_prefix_tokens', 0) if self.is_vit else 0
         self.embed_dim = getattr(model, 'embed_dim', None) if self.is_vit else model.num_features
@@ -148,7 +148,7 @@ def transform(self:FrozenEncoder, **kwargs): # overrides for `timm.data.create_t
     tf = timm.data.create_transform(**cfg, is_training=False)
     return Compose([ConvertImage('L' if self.in_chans == 1 else 'RGB'), *tf.transforms])
 
-# %% ../nbs/05_encoders.ipynb #42018b7b
+# %% ../nbs/05_encoders.ipynb #eeb0d669
 @patch
 def _features(self:FrozenEncoder, x):
     "Run the backbone: a list of `(patch, prefix)` per layer"
@@ -171,10 +171,10 @@ def forward_tokens(self:FrozenEncoder, x:torch.Tensor # images `(B, C, H, W)`
 
 @patch
 def forward(self:FrozenEncoder, x:torch.Tensor # images `(B, C, H, W)`
-           )->tuple: # patch `(B, N, C)` and prefix `(B, P, C)`; with several layers `(B, L, N, C)`, `(B, L, P, C)`
+           )->tuple: # patch `(B, N, C)` and prefix `(B, P, C)`; with a list of layers `(B, L, N, C)`, `(B, L, P, C)`
     "Patch and prefix tokens of the encoder's layers"
     out = list(self.forward_tokens(x).values())
-    if len(out) == 1: return out[0]
+    if isinstance(self.layer_arg, int): return out[0]
     return torch.stack([p for p, _ in out], 1), torch.stack([q for _, q in out], 1)
 
 # %% ../nbs/05_encoders.ipynb #3d8e598e
