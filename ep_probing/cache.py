@@ -6,8 +6,8 @@
 __all__ = ['dataset_fingerprint', 'encoder_identity', 'cache_key', 'human_bytes', 'check_free_space', 'write_shard', 'read_shard',
            'is_complete', 'extract_features', 'FeatureCache']
 
-# %% ../nbs/07_cache.ipynb #792f40fe
-import hashlib, json, os, shutil, time, warnings
+# %% ../nbs/07_cache.ipynb #8bdbf779
+import errno, hashlib, json, os, shutil, time, warnings
 from pathlib import Path
 import numpy as np, torch
 from torch.utils.data import Dataset, DataLoader
@@ -74,7 +74,7 @@ def check_free_space(path, # where the cache will be written
     if free < needed: raise OSError(f"not enough free disk for the feature cache in {str(path)!r}: it needs {human_bytes(needed)}, "
                                     f"{human_bytes(free)} are free; free some space or pass another `root`")
 
-# %% ../nbs/07_cache.ipynb #50179457
+# %% ../nbs/07_cache.ipynb #1eb1702c
 _files = ('patch', 'prefix', 'labels')
 
 def write_shard(path, # the shard's final directory
@@ -83,8 +83,14 @@ def write_shard(path, # the shard's final directory
     "Write the arrays as `.npy` files into a temporary directory, then `os.replace` it to `path`"
     path = Path(path); tmp = path.with_name(f'.tmp-{path.name}-{os.getpid()}')
     shutil.rmtree(tmp, ignore_errors=True); tmp.mkdir(parents=True)
-    for k, a in arrays.items():
-        with open(tmp/f'{k}.npy', 'wb') as f: np.save(f, a); f.flush(); os.fsync(f.fileno())
+    try:
+        for k, a in arrays.items():
+            with open(tmp/f'{k}.npy', 'wb') as f: np.save(f, a); f.flush(); os.fsync(f.fileno())
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if e.errno != errno.ENOSPC: raise
+        raise OSError(errno.ENOSPC, f"the disk filled up while writing {str(path)!r}; free some space and run `extract_features` again: "
+                                    "it resumes after the shards already written") from e
     try: os.replace(tmp, path)
     except OSError:                                  # another process finished this shard first
         shutil.rmtree(tmp, ignore_errors=True)

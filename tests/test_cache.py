@@ -113,3 +113,20 @@ def test_fp16_contents_match_the_encoder_on_real_photos(tmp_path):
     torch.testing.assert_close(p, ref, rtol=2e-3, atol=2e-3)        # fp16 has 11 significant bits
     assert (p - ref).abs().max() > 0                                # it really was stored in fp16
     assert y.tolist() == [int(re.search(r'_(\d+)\.jpg$', f.name).group(1)) for f in files]
+
+def test_disk_full_while_writing_then_resume(tmp_path, monkeypatch):
+    import errno
+    real_save, calls = np.save, []
+    def full_disk(f, a, *args, **kw):
+        calls.append(1)
+        if len(calls) > 3: raise OSError(errno.ENOSPC, 'No space left on device')   # the second shard fails
+        return real_save(f, a, *args, **kw)
+    monkeypatch.setattr(cache.np, 'save', full_disk)
+    enc = create_encoder(tiny_vit(), layers=[0, 2])
+    with pytest.raises(OSError, match='disk filled up while writing .*shard_00001.* resumes'):
+        extract_features(enc, SlowImages(24), tmp_path, progress=False, **ARGS)
+    (d,) = list(tmp_path.iterdir())
+    assert not is_complete(d) and not list(d.glob('.tmp-*')) and [p.name for p in d.glob('shard_*')] == ['shard_00000']
+    monkeypatch.setattr(cache.np, 'save', real_save)
+    fc = extract_features(enc, SlowImages(24), tmp_path, progress=False, **ARGS)
+    assert is_complete(d) and len(fc) == 24
