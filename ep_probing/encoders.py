@@ -245,7 +245,7 @@ def efficientnet_lite0_imagenet(arch:str='tf_efficientnet_lite0', # 'tf_efficien
     if num_classes != 1000: model.reset_classifier(num_classes)
     return model, resolve_data_config(model)
 
-# %% ../nbs/05_encoders.ipynb #0b296c5b
+# %% ../nbs/05_encoders.ipynb #8667a737
 @delegates(timm.create_model, keep=True)
 def create_encoder(model, # a short name (`list(encoder_registry)`), a timm model name, or an `nn.Module`
                    layers=-1, # block index or indices; negative counts from the end
@@ -258,7 +258,7 @@ def create_encoder(model, # a short name (`list(encoder_registry)`), a timm mode
                   )->FrozenEncoder:
     "A `FrozenEncoder` from a short name, a timm name (pretrained or local checkpoint) or a model object"
     if isinstance(model, nn.Module): enc = FrozenEncoder(model, layers, norm, amp=amp)
-    elif model in encoder_registry:
+    elif isinstance(model, str) and model in encoder_registry:
         m, cfg = encoder_registry[model](**kwargs)
         enc = FrozenEncoder(m, layers, norm, name=model, data_config=cfg, amp=amp, prune=True)
     elif isinstance(model, str):
