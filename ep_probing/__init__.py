@@ -5,3 +5,4 @@ __version__ = "0.1.0"
 from .mhca import MultiHeadCrossAttentionPool
 from .ep import EfficientProbing
 from .probes import create_probe, list_probes, Probe
+from . import zoo  # registers the baseline probes of the paper's benchmark with `create_probe`
