@@ -83,7 +83,7 @@ class ProbeSet(nn.Module):
         self.index = {k: self.layers.index(l) for k, l in layers.items()}
         self.layer_of = dict(layers)
 
-# %% ../nbs/09_train.ipynb #c82235a8
+# %% ../nbs/09_train.ipynb #d2bfb177
 @patch
 def tokens(self:ProbeSet, *xb):
     "Patch `(B, L, N, C)` and prefix `(B, L, P, C)` tokens, from images through the encoder or from cached tokens"
@@ -91,6 +91,9 @@ def tokens(self:ProbeSet, *xb):
     if self.encoder is None: raise ValueError("got images but this ProbeSet has no encoder; pass `encoder=` or feed cached (patch, prefix) tokens")
     out = self.encoder.forward_tokens(xb[0])                               # {layer: ((B, N, C), (B, P, C))}
     return torch.stack([out[l][0] for l in self.layers], 1), torch.stack([out[l][1] for l in self.layers], 1)
+
+@patch(as_prop=True)
+def device(self:ProbeSet): return next(self.probes.parameters()).device
 
 @patch
 def forward(self:ProbeSet, *xb)->tuple:
