@@ -5,11 +5,11 @@
 # %% auto #0
 __all__ = ['check_tokens', 'check_divisible', 'infer_grid']
 
-# %% ../nbs/00_core.ipynb #00a9ddbd
+# %% ../nbs/00_core.ipynb #1cb1a6f0
 import math
 import torch
 
-# %% ../nbs/00_core.ipynb #2f819e49
+# %% ../nbs/00_core.ipynb #bd9bbe01
 def check_tokens(x:torch.Tensor, # tokens, expected `(B, N, C)`
                  dim:int, # expected token width `C`
                  name:str='x', # what to call the tensor in the message
@@ -24,7 +24,7 @@ def check_tokens(x:torch.Tensor, # tokens, expected `(B, N, C)`
                          f"create the probe with dim={x.shape[-1]} or pass tokens of width {dim}")
     return x
 
-# %% ../nbs/00_core.ipynb #49d2c3fc
+# %% ../nbs/00_core.ipynb #584ae083
 def check_divisible(dim:int, # token width `C`
                     num_queries:int, # number of queries `M` (or heads)
                     d_out:int=1, # value-width reduction: values are `C/d_out` wide
@@ -37,7 +37,7 @@ def check_divisible(dim:int, # token width `C`
         raise ValueError(f"dim={dim} is not divisible by {what}*d_out={num_queries}*{d_out}={num_queries*d_out}; "
                          f"valid {what} for dim={dim}, d_out={d_out} include {ok}")
 
-# %% ../nbs/00_core.ipynb #928face9
+# %% ../nbs/00_core.ipynb #8622eed4
 def infer_grid(num_tokens:int # number of patch tokens `N`
               )->tuple:
     "The square grid `(H, W)` with `H * W == num_tokens`; `ValueError` when `num_tokens` is not a square"

@@ -5,14 +5,14 @@
 # %% auto #0
 __all__ = ['fold_query', 'MultiQueryCrossAttentionPool', 'fold_keys', 'fold_output']
 
-# %% ../nbs/02_derivation.ipynb #4ef7fbd2
+# %% ../nbs/02_derivation.ipynb #fb3ff55d
 import copy, torch, torch.nn as nn
 from fastcore.basics import store_attr, patch
 from timm.layers import trunc_normal_
 from .core import check_tokens, check_divisible
 from .mhca import MultiHeadCrossAttentionPool
 
-# %% ../nbs/02_derivation.ipynb #ee333e64
+# %% ../nbs/02_derivation.ipynb #e2224924
 def fold_query(pool:MultiHeadCrossAttentionPool # the pool to fold; left unchanged
               )->MultiHeadCrossAttentionPool:
     "A copy of `pool` with `W_Q` folded into its query: `q = nn.Identity()`, `query = q(query)`"
@@ -21,7 +21,7 @@ def fold_query(pool:MultiHeadCrossAttentionPool # the pool to fold; left unchang
     p.q = nn.Identity()
     return p
 
-# %% ../nbs/02_derivation.ipynb #efb24ba8
+# %% ../nbs/02_derivation.ipynb #3d0f3bc2
 class MultiQueryCrossAttentionPool(nn.Module):
     "Pool `(B, N, C)` tokens with `num_queries` full-width learnable queries over the raw tokens, one value chunk per query"
     def __init__(self,
@@ -40,7 +40,7 @@ class MultiQueryCrossAttentionPool(nn.Module):
         self.v = nn.Linear(dim, self.out_dim, bias=v_bias)
         self.proj = nn.Linear(self.out_dim, self.out_dim, bias=proj_bias) if proj else nn.Identity()
 
-# %% ../nbs/02_derivation.ipynb #80042f0d
+# %% ../nbs/02_derivation.ipynb #cbdc0237
 @patch
 def attn_weights(self:MultiQueryCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
                 )->torch.Tensor: # `(B, M, N)`, each row sums to 1 over the tokens
@@ -57,7 +57,7 @@ def forward(self:MultiQueryCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C
     v = self.v(x).reshape(B, N, self.num_queries, -1).transpose(1, 2) # (B, M, N, C')
     return self.proj((a.unsqueeze(2) @ v).reshape(B, self.out_dim))  # (B, M, 1, C') -> (B, C/d_out)
 
-# %% ../nbs/02_derivation.ipynb #6018531e
+# %% ../nbs/02_derivation.ipynb #ded9a935
 def fold_keys(pool:MultiHeadCrossAttentionPool # a pool whose `W_Q` may or may not be folded yet
              )->MultiQueryCrossAttentionPool:
     "The `MultiQueryCrossAttentionPool` with `num_heads` full-width queries that computes exactly what `pool` computes"
@@ -71,7 +71,7 @@ def fold_keys(pool:MultiHeadCrossAttentionPool # a pool whose `W_Q` may or may n
         m.v.load_state_dict(pool.v.state_dict()); m.proj.load_state_dict(pool.proj.state_dict())
     return m
 
-# %% ../nbs/02_derivation.ipynb #72178641
+# %% ../nbs/02_derivation.ipynb #42ce14d1
 def fold_output(proj:nn.Linear, # the output projection `W_O`
                 norm:nn.BatchNorm1d, # BatchNorm after the pool, used with its running statistics
                 head:nn.Linear, # the classifier

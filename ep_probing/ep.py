@@ -5,12 +5,12 @@
 # %% auto #0
 __all__ = ['EfficientProbing']
 
-# %% ../nbs/03_ep.ipynb #3b2f6f2f
+# %% ../nbs/03_ep.ipynb #8a8a0939
 import torch, torch.nn as nn
 from fastcore.basics import patch
 from .derivation import MultiQueryCrossAttentionPool
 
-# %% ../nbs/03_ep.ipynb #4dea3546
+# %% ../nbs/03_ep.ipynb #6ddaf0cf
 class EfficientProbing(MultiQueryCrossAttentionPool):
     "Efficient Probing: `num_queries` full-width queries over raw tokens; `W_V` split among them; no `W_Q`, `W_K`, `W_O`"
     def __init__(self,
@@ -23,7 +23,7 @@ class EfficientProbing(MultiQueryCrossAttentionPool):
         self.pool_first = pool_first
         nn.init.normal_(self.query, std=.02)                      # Q ~ N(0, 0.02^2)
 
-# %% ../nbs/03_ep.ipynb #df925040
+# %% ../nbs/03_ep.ipynb #af4a1885
 @patch
 def forward_value_first(self:EfficientProbing, x:torch.Tensor # tokens `(B, N, C)`
                        )->torch.Tensor: # pooled `(B, C/d_out)`
@@ -39,7 +39,7 @@ def forward_pool_first(self:EfficientProbing, x:torch.Tensor # tokens `(B, N, C)
     y = torch.einsum('bmc,mkc->bmk', a @ x, w)                        # (B, M, C) -> (B, M, C')
     return y.reshape(x.shape[0], self.out_dim)                        # (B, C/d_out)
 
-# %% ../nbs/03_ep.ipynb #cb8a0cae
+# %% ../nbs/03_ep.ipynb #de802aa5
 @patch
 def forward(self:EfficientProbing, x:torch.Tensor # tokens `(B, N, C)`
            )->torch.Tensor: # pooled `(B, C/d_out)`

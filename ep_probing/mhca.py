@@ -5,13 +5,13 @@
 # %% auto #0
 __all__ = ['MultiHeadCrossAttentionPool']
 
-# %% ../nbs/01_mhca.ipynb #b6cacc63
+# %% ../nbs/01_mhca.ipynb #d689dd4c
 import torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import store_attr, patch
 from timm.layers import use_fused_attn, trunc_normal_
 from .core import check_tokens, check_divisible
 
-# %% ../nbs/01_mhca.ipynb #04ed1423
+# %% ../nbs/01_mhca.ipynb #5ab29199
 class MultiHeadCrossAttentionPool(nn.Module):
     "Pool `(B, N, C)` tokens to `(B, C)`: a learnable `query` attends over the tokens with `num_heads` heads"
     def __init__(self,
@@ -31,7 +31,7 @@ class MultiHeadCrossAttentionPool(nn.Module):
         self.q, self.k, self.v = [nn.Linear(dim, dim, bias=qkv_bias) for _ in range(3)]
         self.proj = nn.Linear(dim, dim, bias=proj_bias)
 
-# %% ../nbs/01_mhca.ipynb #d778eac4
+# %% ../nbs/01_mhca.ipynb #1b062f0f
 @patch
 def _heads(self:MultiHeadCrossAttentionPool, t:torch.Tensor): # `(B, L, C)`
     "Split channels into heads: `(B, L, C) -> (B, H, L, head_dim)`"
@@ -43,7 +43,7 @@ def _q(self:MultiHeadCrossAttentionPool, B:int): # batch size
     "The projected query for every image: `(B, H, 1, head_dim)`"
     return self._heads(self.q(self.query)).expand(B, -1, -1, -1)  # (B, H, 1, d)
 
-# %% ../nbs/01_mhca.ipynb #17682584
+# %% ../nbs/01_mhca.ipynb #dc6c707e
 @patch
 def attn_weights(self:MultiHeadCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
                 )->torch.Tensor: # `(B, H, N)`, each row sums to 1 over the tokens
@@ -52,7 +52,7 @@ def attn_weights(self:MultiHeadCrossAttentionPool, x:torch.Tensor # tokens `(B, 
     q, k = self._q(x.shape[0]) * self.scale, self._heads(self.k(x))  # (B, H, 1, d), (B, H, N, d)
     return (q @ k.transpose(-2, -1)).softmax(-1).squeeze(2)          # (B, H, N)
 
-# %% ../nbs/01_mhca.ipynb #f71bb7c6
+# %% ../nbs/01_mhca.ipynb #e09cf90a
 @patch
 def forward(self:MultiHeadCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
            )->torch.Tensor: # pooled `(B, C)`

@@ -6,7 +6,7 @@
 __all__ = ['probe_registry', 'MeanPool', 'TokenPool', 'Probe', 'register_probe', 'cls_pool', 'gap_pool', 'mhca_pool', 'mqca_pool',
            'ep_pool', 'list_probes', 'create_probe', 'n_params', 'param_table']
 
-# %% ../nbs/04_probes.ipynb #61f48b61
+# %% ../nbs/04_probes.ipynb #53140b35
 import inspect, torch, torch.nn as nn
 from fastcore.basics import store_attr, patch
 from .core import check_tokens
@@ -14,7 +14,7 @@ from .mhca import MultiHeadCrossAttentionPool
 from .derivation import MultiQueryCrossAttentionPool, fold_query
 from .ep import EfficientProbing
 
-# %% ../nbs/04_probes.ipynb #b504cb7e
+# %% ../nbs/04_probes.ipynb #b7232b3b
 class MeanPool(nn.Module):
     "Global average pooling of `(B, N, C)` tokens to `(B, C)`"
     def __init__(self, dim:int): # token width `C`
@@ -28,7 +28,7 @@ class TokenPool(nn.Module):
         super().__init__(); store_attr(); self.out_dim = dim
     def forward(self, x): return check_tokens(x, self.dim)[:, self.index]  # (B, C)
 
-# %% ../nbs/04_probes.ipynb #f06e27fd
+# %% ../nbs/04_probes.ipynb #50622cea
 _token_modes = ('patch', 'all', 'prefix')
 
 class Probe(nn.Module):
@@ -45,7 +45,7 @@ class Probe(nn.Module):
         self.norm = nn.BatchNorm1d(pool.out_dim, affine=False, eps=1e-6)
         self.head = nn.Linear(pool.out_dim, num_classes)
 
-# %% ../nbs/04_probes.ipynb #deabe00f
+# %% ../nbs/04_probes.ipynb #80ff46c3
 @patch
 def select(self:Probe, x:torch.Tensor, # patch tokens `(B, N, C)`
            prefix:torch.Tensor=None): # prefix tokens `(B, P, C)`, or None
@@ -64,7 +64,7 @@ def forward(self:Probe, x:torch.Tensor, # patch tokens `(B, N, C)`
     "Class logits from the tokens"
     return self.head(self.norm(self.pool(self.select(x, prefix))))
 
-# %% ../nbs/04_probes.ipynb #42fa3276
+# %% ../nbs/04_probes.ipynb #6e40fd72
 @patch
 def attn_weights(self:Probe, x:torch.Tensor, # patch tokens `(B, N, C)`
                  prefix:torch.Tensor=None, # prefix tokens `(B, P, C)`
@@ -73,7 +73,7 @@ def attn_weights(self:Probe, x:torch.Tensor, # patch tokens `(B, N, C)`
     if not hasattr(self.pool, 'attn_weights'): raise ValueError(f"{type(self.pool).__name__} has no attention; use an attentive probe such as 'ep' or 'mhca'")
     return self.pool.attn_weights(self.select(x, prefix))
 
-# %% ../nbs/04_probes.ipynb #bc1140df
+# %% ../nbs/04_probes.ipynb #ea21bc3f
 probe_registry = {}
 
 def register_probe(name:str, # the name `create_probe` knows it by
@@ -87,7 +87,7 @@ def register_probe(name:str, # the name `create_probe` knows it by
         return f
     return _inner
 
-# %% ../nbs/04_probes.ipynb #b82ff6c6
+# %% ../nbs/04_probes.ipynb #b1e469ea
 @register_probe('cls', tokens='prefix', attention=False)
 def cls_pool(dim:int): "LP on the [CLS] token"; return TokenPool(dim, 0)
 
@@ -109,7 +109,7 @@ def ep_pool(dim:int, num_queries:int=32, d_out:int=1, pool_first:bool=True):
     "Efficient Probing (`EfficientProbing`)"
     return EfficientProbing(dim, num_queries, d_out=d_out, pool_first=pool_first)
 
-# %% ../nbs/04_probes.ipynb #bbc6cd57
+# %% ../nbs/04_probes.ipynb #f31efc6e
 def list_probes(variants:bool=True # include the `_all` variants
                )->list:
     "Names `create_probe` accepts"
@@ -117,7 +117,7 @@ def list_probes(variants:bool=True # include the `_all` variants
     if variants: names += [f'{n}_all' for n, r in probe_registry.items() if r['attention'] and not r['grid'] and r['tokens']=='patch']
     return names
 
-# %% ../nbs/04_probes.ipynb #a87c08ea
+# %% ../nbs/04_probes.ipynb #e7ca4484
 def _lookup(name):
     "The registry entry and token mode of `name`, or a `ValueError` listing the valid names"
     if name in probe_registry: r = probe_registry[name]; return r, r['tokens']
@@ -139,7 +139,7 @@ def create_probe(name:str, # a registered pool, optionally with `_all` (attend o
     p.config = dict(name=name, dim=dim, num_classes=num_classes, **kwargs)  # enough to rebuild it
     return p
 
-# %% ../nbs/04_probes.ipynb #dc77fb31
+# %% ../nbs/04_probes.ipynb #69a8632b
 def n_params(m:nn.Module)->int:
     "Number of trainable parameters of `m`"
     return sum(p.numel() for p in m.parameters() if p.requires_grad)
