@@ -6,7 +6,7 @@
 __all__ = ['patchify', 'unpatchify', 'random_masking', 'MaskedAutoencoder', 'mae_loss', 'cosine_lr', 'save_atomic',
            'param_groups', 'mae_train', 'save_encoder', 'load_encoder', 'ep_pretrain']
 
-# %% ../nbs/08_mae.ipynb #0d25884a
+# %% ../nbs/08_mae.ipynb #12d170eb
 import json, math, os, sys, time, torch, torch.nn as nn, torch.nn.functional as F
 import timm
 from pathlib import Path
@@ -17,7 +17,7 @@ from fastcore.basics import store_attr, patch
 from fastcore.script import call_parse
 from fastprogress.fastprogress import master_bar, progress_bar
 
-# %% ../nbs/08_mae.ipynb #f0a6210b
+# %% ../nbs/08_mae.ipynb #f03c3261
 def patchify(imgs:torch.Tensor, # images `(B, C, H, W)`
              patch_size:int, # patch side `p`
             )->torch.Tensor: # patches `(B, N, p*p*C)`
@@ -36,7 +36,7 @@ def unpatchify(x:torch.Tensor, # patches `(B, N, p*p*C)`
     C = D // (p*p)
     return x.reshape(B, h, w, p, p, C).permute(0, 5, 1, 3, 2, 4).reshape(B, C, h*p, w*p)  # (B, C, H, W)
 
-# %% ../nbs/08_mae.ipynb #638b0105
+# %% ../nbs/08_mae.ipynb #14d0431b
 def random_masking(B:int, # batch size
                    N:int, # patches per image
                    mask_ratio:float=0.75, # fraction of patches removed
@@ -51,7 +51,7 @@ def random_masking(B:int, # batch size
     mask = torch.ones(B, N, device=noise.device).scatter(1, ids_keep, 0.)  # (B, N)
     return ids_keep, mask
 
-# %% ../nbs/08_mae.ipynb #72666a30
+# %% ../nbs/08_mae.ipynb #b6f48808
 class MaskedAutoencoder(nn.Module):
     "MAE around a timm `VisionTransformer` `encoder`, with a light transformer decoder"
     def __init__(self, encoder:VisionTransformer, # the ViT to pretrain (kept a plain timm model)
@@ -75,7 +75,7 @@ class MaskedAutoencoder(nn.Module):
         self.decoder_pred = nn.Linear(decoder_dim, self.patch_size**2 * self.in_chans)
         for p in (self.mask_token, self.decoder_pos_embed): trunc_normal_(p, std=.02)
 
-# %% ../nbs/08_mae.ipynb #2358050f
+# %% ../nbs/08_mae.ipynb #81ce4988
 def _gather(x, ids): return x.gather(1, ids[..., None].expand(-1, -1, x.shape[-1]))  # (B, len(ids), C)
 
 @patch
@@ -88,7 +88,7 @@ def forward_encoder(self:MaskedAutoencoder, imgs:torch.Tensor, # images `(B, C, 
     x = torch.cat([x[:, :P], _gather(x[:, P:], ids_keep)], 1)  # (B, P + N_keep, C)
     return e.norm(e.blocks(e.norm_pre(x)))
 
-# %% ../nbs/08_mae.ipynb #2127c2d3
+# %% ../nbs/08_mae.ipynb #d093c8b8
 @patch
 def forward_decoder(self:MaskedAutoencoder, x:torch.Tensor, # encoded tokens `(B, P + N_keep, C)`
                     ids_keep:torch.Tensor, # visible patches `(B, N_keep)`
@@ -101,7 +101,7 @@ def forward_decoder(self:MaskedAutoencoder, x:torch.Tensor, # encoded tokens `(B
     x = torch.cat([x[:, :P], full], 1) + self.decoder_pos_embed  # (B, P + N, D)
     return self.decoder_pred(self.decoder_norm(self.decoder_blocks(x)))[:, P:]  # (B, N, p*p*in_chans)
 
-# %% ../nbs/08_mae.ipynb #e8c1dbee
+# %% ../nbs/08_mae.ipynb #dc969606
 def mae_loss(pred:torch.Tensor, # predicted patches `(B, N, D)`
              target:torch.Tensor, # true patches `(B, N, D)`
              mask:torch.Tensor, # `(B, N)`, 1 where removed
@@ -120,7 +120,7 @@ def forward(self:MaskedAutoencoder, imgs:torch.Tensor, # images `(B, C, H, W)`
     pred = self.forward_decoder(self.forward_encoder(imgs, ids_keep), ids_keep)
     return mae_loss(pred, patchify(imgs, self.patch_size), mask, self.norm_pix_loss), pred, mask
 
-# %% ../nbs/08_mae.ipynb #52774af7
+# %% ../nbs/08_mae.ipynb #607ce26e
 def cosine_lr(step:int, # global step
               total:int, # total steps
               lr:float, # peak learning rate
@@ -132,7 +132,7 @@ def cosine_lr(step:int, # global step
     t = min(1., (step - warmup) / max(1, total - warmup))
     return min_lr + (lr - min_lr) * 0.5 * (1 + math.cos(math.pi * t))
 
-# %% ../nbs/08_mae.ipynb #4e17862c
+# %% ../nbs/08_mae.ipynb #139f6981
 def save_atomic(obj, fn:str|Path, # destination
                 save=torch.save): # `save(obj, path)`
     "Write `obj` to a temporary file beside `fn`, then `os.replace` it, so `fn` is never half written"
@@ -145,7 +145,7 @@ def param_groups(m:nn.Module, wd:float):
     ids = set(map(id, decay))
     return [dict(params=decay, weight_decay=wd), dict(params=[p for p in m.parameters() if p.requires_grad and id(p) not in ids], weight_decay=0.)]
 
-# %% ../nbs/08_mae.ipynb #2773c7a5
+# %% ../nbs/08_mae.ipynb #d13bd1c6
 def _batches(images, bs, g):
     "Shuffled index batches of a `(N, ...)` tensor, dropping the last partial one"
     perm = torch.randperm(len(images), generator=g)
@@ -158,7 +158,7 @@ def _prep(x, mean, std, g, device):
     flip = torch.rand(len(x), generator=g) < 0.5
     return torch.where(flip[:, None, None, None], x.flip(-1), x).to(device)
 
-# %% ../nbs/08_mae.ipynb #0382ba2a
+# %% ../nbs/08_mae.ipynb #6ba2c419
 def mae_train(mae:MaskedAutoencoder, # the model to train
               images:torch.Tensor, # `uint8` images `(N, C, H, W)`
               epochs:int, # total epochs
@@ -194,7 +194,7 @@ def mae_train(mae:MaskedAutoencoder, # the model to train
         if on_epoch is not None: on_epoch(epoch, losses, times)
     return losses
 
-# %% ../nbs/08_mae.ipynb #80df90af
+# %% ../nbs/08_mae.ipynb #8ac356dc
 def save_encoder(encoder:VisionTransformer, # the pretrained ViT
                  stem:str|Path, # writes `{stem}.safetensors` and `{stem}.json`
                  meta:dict, # must hold `model_kwargs`, `mean` and `std`
@@ -209,7 +209,7 @@ def save_encoder(encoder:VisionTransformer, # the pretrained ViT
     save_atomic(sd, stem.with_name(stem.name + '.safetensors'), save_file)
     save_atomic(meta, stem.with_name(stem.name + '.json'), lambda o, f: Path(f).write_text(json.dumps(o, indent=1)))
 
-# %% ../nbs/08_mae.ipynb #2bf0a901
+# %% ../nbs/08_mae.ipynb #00de0493
 def load_encoder(stem:str|Path, # `{stem}.safetensors` and `{stem}.json`
                 )->tuple: # (`VisionTransformer` in eval mode, meta dict)
     "Rebuild a timm ViT saved by `save_encoder`, in fp32"
@@ -220,7 +220,7 @@ def load_encoder(stem:str|Path, # `{stem}.safetensors` and `{stem}.json`
     m.load_state_dict({k: v.float() for k, v in load_file(stem.with_name(stem.name + '.safetensors')).items()})
     return m.eval(), meta
 
-# %% ../nbs/08_mae.ipynb #082ebfbc
+# %% ../nbs/08_mae.ipynb #920e3dc0
 def _command(args:dict, defaults:dict)->str:
     "The `ep_pretrain` command line that reproduces `args`"
     flags = [f"--{k} {v}" if not isinstance(v, bool) else f"--{k}" for k, v in args.items() if v != defaults.get(k) and v is not False]
@@ -228,7 +228,7 @@ def _command(args:dict, defaults:dict)->str:
 
 def _versions(): return dict(torch=torch.__version__, timm=timm.__version__, python=sys.version.split()[0])
 
-# %% ../nbs/08_mae.ipynb #383c7410
+# %% ../nbs/08_mae.ipynb #cb48c2ce
 @call_parse
 def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{out}.json` and the checkpoint `{out}.ckpt`
                 data:str=None, # directory with the Fashion-MNIST IDX files (default: the Debian package's)
