@@ -7,14 +7,14 @@ __all__ = ['fmnist_classes', 'fmnist_debian_dir', 'read_idx', 'fmnist_files', 's
            'probe_tfms', 'verify_images', 'load_image', 'image_folder', 'targets_of', 'low_shot_indices', 'low_shot',
            'stratified_split', 'TransformDataset', 'probe_dls']
 
-# %% ../nbs/06_data.ipynb #f71744a9
+# %% ../nbs/06_data.ipynb #cfa5deaa
 import gzip, hashlib, os, warnings, numpy as np, torch
 from pathlib import Path
 from PIL import Image
 from torch.utils.data import Dataset, Subset
 from torchvision import transforms as T
 
-# %% ../nbs/06_data.ipynb #3261f7ce
+# %% ../nbs/06_data.ipynb #97c30010
 def read_idx(fn:str|Path, # an IDX file, gzipped (`.gz`) or not
             )->np.ndarray: # `uint8` images `(N, H, W)` or labels `(N,)`
     "Read an IDX file of `uint8` images or labels"
@@ -27,7 +27,7 @@ def read_idx(fn:str|Path, # an IDX file, gzipped (`.gz`) or not
     if arr.size != int(np.prod(shape)): raise ValueError(f"{fn} holds {arr.size} values but its header says {shape}; the file is truncated or corrupt")
     return arr.reshape(shape)
 
-# %% ../nbs/06_data.ipynb #0ed26b68
+# %% ../nbs/06_data.ipynb #bf91da2d
 fmnist_classes = ['T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat', 'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot']
 fmnist_debian_dir = Path('/usr/share/datasets/fashion-mnist')
 _fmnist_stems = {'train': ('train-images-idx3-ubyte', 'train-labels-idx1-ubyte'), 'test': ('t10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte')}
@@ -38,7 +38,7 @@ def _find_idx(d:Path, stem:str):
         for ext in ('.gz', ''):
             if (f := d/sub/(stem+ext)).is_file(): return f.resolve()
 
-# %% ../nbs/06_data.ipynb #23fdc1f1
+# %% ../nbs/06_data.ipynb #176eaf90
 def fmnist_files(split:str='train', # 'train' or 'test'
                  path:str|Path=None, # a directory with the IDX files; default: the Debian package's
                  download:bool=False, # download with torchvision when the files are not found
@@ -59,7 +59,7 @@ def fmnist_files(split:str='train', # 'train' or 'test'
     except Exception as e: raise RuntimeError(f"the download failed ({type(e).__name__}: {e}). {msg}.") from e
     return tuple(_find_idx(dirs[-1], s) for s in _fmnist_stems[split])
 
-# %% ../nbs/06_data.ipynb #bfefac84
+# %% ../nbs/06_data.ipynb #1cb7240d
 def sha256(fn:str|Path)->str:
     "Hex SHA-256 of a file"
     h = hashlib.sha256()
@@ -67,7 +67,7 @@ def sha256(fn:str|Path)->str:
         for chunk in iter(lambda: f.read(1<<20), b''): h.update(chunk)
     return h.hexdigest()
 
-# %% ../nbs/06_data.ipynb #0bff2036
+# %% ../nbs/06_data.ipynb #cba0afd8
 class FashionMNIST(Dataset):
     "A Fashion-MNIST split: `(PIL image, label)` items, `images` `(N, 28, 28)` uint8 and `targets` `(N,)`"
     classes = fmnist_classes
@@ -87,7 +87,7 @@ class FashionMNIST(Dataset):
     @property
     def sha256(self): return {f.name: sha256(f) for f in self.files}
 
-# %% ../nbs/06_data.ipynb #7c4f26d2
+# %% ../nbs/06_data.ipynb #3054ebbd
 _luma = torch.tensor([0.299, 0.587, 0.114])
 
 def to_channels(img, # a PIL image, or a tensor `(C, H, W)` with C = 1 or 3
@@ -102,7 +102,7 @@ def to_channels(img, # a PIL image, or a tensor `(C, H, W)` with C = 1 or 3
     if c == 3: return (img * _luma.to(img).view(3, 1, 1)).sum(-3, keepdim=True)  # (1, H, W)
     raise ValueError(f"image has {c} channels; expected 1 or 3")
 
-# %% ../nbs/06_data.ipynb #0507e79f
+# %% ../nbs/06_data.ipynb #f9e1c549
 def probe_tfms(size:int|tuple, # input size `H` (or `(C, H, W)`, timm's `input_size`)
                mean:tuple, # per-channel mean; its length sets the channels
                std:tuple, # per-channel std
@@ -116,7 +116,7 @@ def probe_tfms(size:int|tuple, # input size `H` (or `(C, H, W)`, timm's `input_s
     return T.Compose([T.Lambda(lambda im: to_channels(im, len(mean))), T.Resize(resize), T.CenterCrop(hw),
                       T.ToTensor(), T.Normalize(mean, std)])
 
-# %% ../nbs/06_data.ipynb #54553f7b
+# %% ../nbs/06_data.ipynb #5da019e8
 def verify_images(files:list, # image paths
                   on_error:str='skip', # 'skip' (warn and drop) or 'raise'
                  )->list: # the readable files
@@ -134,7 +134,7 @@ def verify_images(files:list, # image paths
         warnings.warn(msg + '. They are skipped.')
     return good
 
-# %% ../nbs/06_data.ipynb #35a202a4
+# %% ../nbs/06_data.ipynb #0ae64475
 def load_image(fn:str|Path, # image file
                channels:int=None, # convert to 1 or 3 channels; None keeps the file's mode
               )->Image.Image:
@@ -144,7 +144,7 @@ def load_image(fn:str|Path, # image file
     except Exception as e: raise OSError(f"cannot read image {fn}: {type(e).__name__}: {e}") from e
     return to_channels(img, channels) if channels else img
 
-# %% ../nbs/06_data.ipynb #bc86db28
+# %% ../nbs/06_data.ipynb #f150dda8
 def image_folder(root:str|Path, # `root/<class>/<image>` (torchvision's `ImageFolder` layout)
                  transform=None, # applied to each PIL image
                  channels:int=None, # convert every image to 1 or 3 channels (grey/RGB mismatch)
@@ -159,7 +159,7 @@ def image_folder(root:str|Path, # `root/<class>/<image>` (torchvision's `ImageFo
     ds.targets = [y for _, y in ds.samples]
     return ds
 
-# %% ../nbs/06_data.ipynb #7539ee73
+# %% ../nbs/06_data.ipynb #c35203f0
 def targets_of(ds)->np.ndarray:
     "Integer labels of a dataset: its `targets`, through `Subset`s, else read item by item"
     if isinstance(ds, Subset): return targets_of(ds.dataset)[np.asarray(ds.indices)]
@@ -170,7 +170,7 @@ def _class_name(ds, c):
     names = getattr(ds.dataset if isinstance(ds, Subset) else ds, 'classes', None)
     return f"class {c} ({names[c]!r})" if names is not None and c < len(names) else f"class {c}"
 
-# %% ../nbs/06_data.ipynb #2df33a01
+# %% ../nbs/06_data.ipynb #0a44f01e
 def low_shot_indices(ds, # a labelled dataset (see `targets_of`)
                      k:int=None, # images per class
                      frac:float=None, # or: the fraction of each class to keep
@@ -192,7 +192,7 @@ def low_shot(ds, k:int=None, frac:float=None, seed:int=0)->Subset:
     "A `Subset` of `ds` with `k` images per class or a fraction `frac` of each class (see `low_shot_indices`)"
     return Subset(ds, low_shot_indices(ds, k, frac, seed).tolist())
 
-# %% ../nbs/06_data.ipynb #adb9efc4
+# %% ../nbs/06_data.ipynb #4a1cf3b2
 def stratified_split(ds, # a labelled dataset (see `targets_of`)
                      valid_pct:float=0.1, # fraction of each class held out
                      seed:int=0, # seeds the draw
@@ -202,14 +202,14 @@ def stratified_split(ds, # a labelled dataset (see `targets_of`)
     valid = low_shot_indices(ds, frac=valid_pct, seed=seed)
     return np.setdiff1d(np.arange(len(ds)), valid), valid
 
-# %% ../nbs/06_data.ipynb #f38349c9
+# %% ../nbs/06_data.ipynb #308e91cb
 class TransformDataset(Dataset):
     "Apply `transform` to the image of each `(image, label)` item of `ds`"
     def __init__(self, ds, transform): self.ds, self.transform = ds, transform
     def __len__(self): return len(self.ds)
     def __getitem__(self, i): x, y = self.ds[i]; return self.transform(x), y
 
-# %% ../nbs/06_data.ipynb #b6f8b09e
+# %% ../nbs/06_data.ipynb #fa0486bf
 def probe_dls(train_ds, # `(PIL image, label)` items for training
               valid_ds, # `(PIL image, label)` items for validation
               size:int|tuple, # input size, from timm's data config
