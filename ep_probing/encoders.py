@@ -121,6 +121,9 @@ def resolve_data_config(model:nn.Module)->dict:
     pe = getattr(model, 'patch_embed', None)
     if getattr(pe, 'img_size', None) is not None and not getattr(pe, 'dynamic_img_size', False):
         cfg['input_size'] = (getattr(pe.proj, 'in_channels', 3), *pe.img_size)
+    c = cfg['input_size'][0]
+    for k in ('mean', 'std'):                                   # e.g. a 1-channel model with timm's RGB defaults
+        if len(cfg[k]) != c: cfg[k] = tuple([sum(cfg[k]) / len(cfg[k])] * c)
     return cfg
 
 # %% ../nbs/05_encoders.ipynb #04037e70

@@ -6,7 +6,7 @@
 __all__ = ['atomic_write', 'save_head', 'load_head', 'SeedEpoch', 'BestHeads', 'Checkpoint', 'AppendCSVLogger',
            'ProbeDistributedTrainer', 'build_probes', 'probe_learner', 'evaluate_probes', 'fit_probes']
 
-# %% ../nbs/09a_fit.ipynb #a3de9889
+# %% ../nbs/09a_fit.ipynb #9dc26c52
 import json, os, random, shutil, tempfile, time
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn
@@ -20,7 +20,7 @@ import fastai.distributed                                    # adds Learner.dist
 from fastai.torch_core import rank_distrib, num_distrib
 from safetensors.torch import save_file, load_file
 from .probes import create_probe, Probe, n_params
-from .train import Lars, warmup_cosine, parse_probe_spec, ProbeSet, probes_loss, ProbeTopK
+from .train import Lars, warmup_cosine, parse_probe_spec, split_specs, ProbeSet, probes_loss, ProbeTopK
 
 # %% ../nbs/09a_fit.ipynb #7bc8c938
 def atomic_write(path, write): # `write(tmp_path)` writes the content
@@ -125,7 +125,7 @@ class ProbeDistributedTrainer(DistributedTrainer):
     "fastai's `DistributedTrainer` with `_DistributedDL` (works with gloo on CPU as well as nccl)"
     def _wrap_dl(self, dl): return dl if isinstance(dl, DistributedDL) else _DistributedDL(dl, device=self.learn.model.device)
 
-# %% ../nbs/09a_fit.ipynb #a4ebf1ac
+# %% ../nbs/09a_fit.ipynb #b09b034e
 def _resolve_layer(layer, default, depth):
     if layer is None: return default
     if layer < 0:
@@ -136,7 +136,7 @@ def _resolve_layer(layer, default, depth):
 
 def build_probes(specs:list, dim:int, num_classes:int, depth:int=None, default_layer:int=None):
     "Create the probes of `specs`: `(probes, layers, parsed specs)` keyed by unique labels"
-    if isinstance(specs, str): specs = [s for s in specs.split(',') if s.strip()] if ':' not in specs else [specs]
+    if isinstance(specs, str): specs = split_specs(specs)
     if not specs: raise ValueError("no probes given; pass e.g. ['lp', 'gap', 'ep', 'mhca']")
     probes, layers, parsed = {}, {}, {}
     for s in specs:
