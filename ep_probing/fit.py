@@ -219,7 +219,7 @@ def _results(learn, bh, t_fit, epochs_run):
             for (k, p), lr in zip(m.probes.items(), learn.probe_lrs)]
     return pd.DataFrame(rows).set_index('probe')
 
-# %% ../nbs/09a_fit.ipynb #95e4150f
+# %% ../nbs/09a_fit.ipynb #31ea07a4
 def fit_probes(dls, specs:list, num_classes:int, dim:int,
                epochs:int=10, # training epochs
                out=None, # output folder (heads, logs, results); None: keep everything in memory
@@ -231,6 +231,7 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
                meta:dict=None, # facts recorded with every saved head (encoder, data...)
                test_dl=None, # evaluate the best heads on it: `test_top1`, `test_top5` columns
                finish=None, # `finish(learn, folder)` writes extra artefacts into the run's folder before it is published
+               cbs:list=None, # extra fastai callbacks for this fit
                **kwargs, # to `probe_learner`: encoder, layer_order, depth, opt, blr, lr, wd
               )->Learner:
     "Train the probes of `specs` together; return the `Learner` with the best heads loaded and `.results`"
@@ -240,7 +241,7 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
     learn = probe_learner(dls, specs, num_classes, dim, **kwargs)
     out = (_prepare_out(out) if rank_distrib() == 0 else Path(out)) if out is not None else None
     work = out/'.partial' if out is not None else None
-    cbs = [SeedEpoch(seed), ParamScheduler({'lr': warmup_cosine(learn.probe_lrs, pct_warmup)}), BestHeads(work, meta=meta)]
+    cbs = [SeedEpoch(seed), ParamScheduler({'lr': warmup_cosine(learn.probe_lrs, pct_warmup)}), BestHeads(work, meta=meta)] + list(cbs or [])
     start, t_before, rank0 = 0, 0., rank_distrib() == 0
     if out is not None:                                     # only rank 0 writes; every rank may read a checkpoint
         ck = work/'checkpoint.pth'
