@@ -115,9 +115,13 @@ def forward(self:ProbeSet, *xb)->tuple:
             raise ValueError(f"non-finite tokens (NaN or inf) in a batch of shape {tuple(t.shape)}: check the encoder output or the feature cache")
     return tuple(p(patch[:, self.index[k]].float(), prefix[:, self.index[k]].float()) for k, p in self.probes.items())
 
-# %% ../nbs/09_train.ipynb #fcd73216
+# %% ../nbs/09_train.ipynb #e54b23b5
 def probes_loss(preds:tuple, y:torch.Tensor):
     "Sum of the probes' cross-entropies: each probe gets exactly its own gradient"
+    K = preds[0].shape[-1]
+    if y.numel() and (int(y.max()) >= K or int(y.min()) < 0):
+        raise ValueError(f"labels range over {int(y.min())}..{int(y.max())} but the probes have num_classes={K}; "
+                         f"set num_classes to the number of classes in the data (at least {int(y.max()) + 1})")
     return sum(F.cross_entropy(p.float(), y) for p in preds)
 
 class ProbeTopK(Metric):
