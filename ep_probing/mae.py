@@ -221,8 +221,9 @@ def load_encoder(stem:str|Path, # `{stem}.safetensors` and `{stem}.json`
     m.load_state_dict({k: v.float() for k, v in load_file(stem.with_name(stem.name + '.safetensors')).items()})
     return m.eval(), meta
 
-# %% ../nbs/08_mae.ipynb #b2ca4379
-mae_fmnist_stem = Path(__file__).parent/'assets'/'mae_fmnist_vit' if '__file__' in globals() else Path('../ep_probing/assets/mae_fmnist_vit')
+# %% ../nbs/08_mae.ipynb #9b4ab3fe
+import ep_probing
+mae_fmnist_stem = Path(ep_probing.__file__).parent/'assets'/'mae_fmnist_vit'  # the embedded encoder: `.safetensors` + `.json`
 
 # %% ../nbs/08_mae.ipynb #e80bed13
 def _command(args:dict, defaults:dict)->str:
