@@ -1,0 +1,234 @@
+"""Check the docs site without Quarto: `nbdev_proc_nbs`, an HTML render of every processed notebook with
+`jupyter nbconvert`, and the pages opened in headless Chromium.
+
+Quarto cannot be installed on our machines, so this is the closest check of what `nbdev_docs` publishes:
+1. `nbdev_proc_nbs` processes every notebook into `_proc/` (nbdev's own step before Quarto; it runs the
+   export, import and `show_doc` cells of each notebook from the repository root, like `nbdev_docs`).
+   nbdev calls its Quarto installer first when `quarto` is not on PATH (which would run
+   `pip install -e .`), so a stub `quarto` that only exits 1 is put on PATH for that one command.
+2. Every processed notebook renders to HTML with `jupyter nbconvert --to html`, next to it in `_proc/`
+   under its page name (`00_core.ipynb` -> `core.html`, nbdev's `output-file`). Nothing is executed: like
+   the site, the pages show the outputs stored in the notebooks.
+3. Headless Chromium opens every page: no broken image, no error output. The index page must show a
+   table and the attention-map page (`12_viz`) a figure; both are screenshotted to `--screenshots`.
+Besides, every notebook in nbs/ must be listed in nbs/sidebar.yml and every module on the API page.
+
+    python .ci/docs_check.py [--screenshots DIR]
+It prints one summary line and exits 1 on any failure, each failure naming the page and the problem.
+"""
+import argparse, json, os, re, shutil, subprocess, sys, tempfile, time
+from pathlib import Path
+
+root = Path(__file__).resolve().parent.parent
+NBS, PROC = root/'nbs', root/'_proc'
+# page stem -> what it must show: 'table' (a table in an output cell), 'figure' (a loaded image in an output cell)
+KEY_PAGES = {'index': {'table'}, '12_viz': {'figure'}}
+CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',
+                  '--no-first-run', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
+                  '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost',   # offline: CDN scripts fail at once
+                  '--window-size=1280,1600']
+
+def notebooks(nbs=NBS):
+    "The notebooks nbdev documents: every `.ipynb` under `nbs`, except names or folders starting with `_` or `.`"
+    return sorted(p for p in nbs.rglob('*.ipynb') if not any(o[0] in '_.' for o in p.relative_to(nbs).parts))
+
+def page_name(nb):
+    "The page nbdev gives a processed notebook: its frontmatter's `output-file`, else the file stem"
+    for c in nb['cells'][:1]:
+        m = re.search(r'^output-file:\s*(\S+)\s*$', ''.join(c['source']), re.M)
+        if c['cell_type'] == 'raw' and m: return m.group(1)
+    return None
+
+# --- 1. nbdev_proc_nbs ---------------------------------------------------------------------------------
+def proc_nbs(proc=PROC):
+    "Run `nbdev_proc_nbs` from the repository root into an empty `_proc/`; a list of failures"
+    if proc.exists(): shutil.rmtree(proc)
+    made_yml = not (NBS/'nbdev.yml').exists()
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as stub:
+        if not shutil.which('quarto'):
+            q = Path(stub)/'quarto'
+            q.write_text('#!/bin/sh\necho "quarto stub (.ci/docs_check.py): Quarto is not installed here" >&2\nexit 1\n')
+            q.chmod(0o755); env['PATH'] = f"{stub}{os.pathsep}{env['PATH']}"
+        r = subprocess.run([sys.executable, '-c', 'from nbdev.quarto import nbdev_proc_nbs; nbdev_proc_nbs()'],
+                           cwd=root, env=env, capture_output=True, text=True)
+    if made_yml and (NBS/'nbdev.yml').exists(): (NBS/'nbdev.yml').unlink()   # nbdev writes it for Quarto; keep the tree clean
+    if r.returncode == 0: return []
+    out = r.stdout + r.stderr
+    where = re.findall(r'^Exception: (Error in notebook.*?in cell \d+)', out, re.M)
+    why = [l for l in out.splitlines() if re.match(r'^\w+(Error|Exception): ', l) and not l.startswith('Exception: Error in')]
+    msg = f"nbdev_proc_nbs failed (exit {r.returncode})"
+    if where: msg += f": {where[0]}"
+    if why: msg += f": {why[-1]}"
+    if not (where or why): msg += ':\n' + '\n'.join(out.splitlines()[-15:])
+    return [msg]
+
+# --- 2. nbconvert ----------------------------------------------------------------------------------------
+def nbconvert(nbs, out):
+    "Run `jupyter nbconvert --to html` on notebooks `nbs` into folder `out`; (exit code, last stderr line)"
+    r = subprocess.run([sys.executable, '-m', 'jupyter', 'nbconvert', '--to', 'html', '--log-level', 'CRITICAL',
+                        '--output-dir', str(out), *map(str, nbs)], capture_output=True, text=True)
+    return r.returncode, (r.stderr.strip().splitlines() or ['?'])[-1]
+
+def render(proc=PROC):
+    "Render every processed notebook to `<page>.html` beside it; ({notebook path: html path}, failures)"
+    nbs = sorted(p for p in proc.rglob('*.ipynb') if '.ipynb_checkpoints' not in p.parts)
+    pages, fails = {}, []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for d in {p.parent for p in nbs}:                      # one nbconvert run per folder (usually one)
+            group = [p for p in nbs if p.parent == d]
+            rc, why = nbconvert(group, tmp)
+            if rc:                                            # find the notebooks that fail, one at a time
+                for p in group:
+                    rc1, why1 = nbconvert([p], tmp)
+                    if rc1: fails.append(f"{p.relative_to(proc)}: jupyter nbconvert --to html failed: {why1}")
+            for p in group:
+                made = tmp/(p.stem + '.html')
+                if not made.exists(): continue
+                html = d/(page_name(json.loads(p.read_text())) or made.name)
+                shutil.move(made, html); pages[p] = html
+    return pages, fails
+
+def stored_errors(nb):
+    "Error outputs stored in notebook `nb`: [(cell index, text)]"
+    res = []
+    for i, c in enumerate(nb['cells']):
+        for o in c.get('outputs', []):
+            if o['output_type'] == 'error': res.append((i, f"{o.get('ename')}: {o.get('evalue')}"))
+            elif o['output_type'] == 'stream' and 'Traceback (most recent call last)' in ''.join(o.get('text', '')):
+                res.append((i, 'a traceback in ' + o.get('name', 'stream')))
+    return res
+
+# --- 3. the pages in headless Chromium ---------------------------------------------------------------------
+PAGE_JS = r"""
+const out = '.jp-OutputArea-output, .output_area, .output_subarea';
+const imgs = [...document.images].map(i => ({src: (i.getAttribute('src') || '').slice(0, 80),
+    ok: i.complete && i.naturalWidth > 0, inOutput: !!i.closest(out)}));
+const errors = [...document.querySelectorAll('.output_error, [data-mime-type="application/vnd.jupyter.stderr"]')]
+    .map(e => e.innerText).concat([...document.querySelectorAll(out)].map(e => e.innerText)
+    .filter(t => t.includes('Traceback (most recent call last)')));
+return {title: document.title, imgs: imgs, errors: errors,
+        tables: [...document.querySelectorAll('table')].filter(t => t.closest(out)).length,
+        height: Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)};
+"""
+
+def page_problems(info, needs=()):
+    "Problems of one page from what `PAGE_JS` found in it; `needs` is a subset of {'table', 'figure'}"
+    res = [f"broken image {i['src']!r}" for i in info['imgs'] if not i['ok']]
+    res += [f"error output: {e.strip().splitlines()[-1][:160] if e.strip() else '(empty)'}" for e in dict.fromkeys(info['errors'])]
+    if 'figure' in needs and not any(i['ok'] and i['inOutput'] for i in info['imgs']): res.append('no figure (no loaded image in an output cell)')
+    if 'table' in needs and not info['tables']: res.append('no table in an output cell')
+    return res
+
+def browser():
+    "A headless Chromium driven through chromedriver, with a fresh profile"
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    opts = webdriver.ChromeOptions()
+    for f in CHROMIUM_FLAGS: opts.add_argument(f)
+    opts.add_argument('--user-data-dir=' + tempfile.mkdtemp(prefix='docs_check_chromium_'))
+    for b in ('/usr/bin/chromium', '/usr/lib/chromium/chromium'):
+        if Path(b).exists(): opts.binary_location = b; break
+    drv = shutil.which('chromedriver') or '/usr/lib/chromium/chromedriver'
+    d = webdriver.Chrome(options=opts, service=Service(executable_path=drv))
+    d.set_page_load_timeout(60)
+    return d
+
+def inspect_page(d, html):
+    "Open `html` in driver `d` and return what `PAGE_JS` finds once its images settled"
+    d.get(html.resolve().as_uri())
+    for _ in range(50):                                   # images decode asynchronously: wait until all settled
+        if d.execute_script("return [...document.images].every(i => i.complete)"): break
+        time.sleep(0.1)
+    return d.execute_script(PAGE_JS)
+
+def screenshot(d, html, dest, max_height=6000):
+    "Save a full-page PNG of `html` (at most `max_height` px tall) to `dest`"
+    d.get(html.resolve().as_uri())
+    h = min(max_height, d.execute_script("return document.documentElement.scrollHeight"))
+    d.set_window_size(1280, max(h, 800)); time.sleep(0.3)
+    d.save_screenshot(str(dest)); d.set_window_size(1280, 1600)
+
+# --- site layout -----------------------------------------------------------------------------------------
+def sidebar_entries(path=NBS/'sidebar.yml'):
+    "The notebook names and globs listed in a Quarto sidebar file"
+    import yaml
+    res = []
+    def walk(o):
+        if isinstance(o, str): res.append(o)
+        elif isinstance(o, list): [walk(x) for x in o]
+        elif isinstance(o, dict):
+            for k in ('contents', 'href', 'file'): walk(o.get(k, []))
+    walk(yaml.safe_load(path.read_text())['website']['sidebar'])
+    return res
+
+def layout_problems(nbs=NBS, lib=root/'ep_probing'):
+    "Notebooks missing from the sidebar, modules missing from the API page"
+    import fnmatch
+    entries, res = sidebar_entries(nbs/'sidebar.yml'), []
+    for p in notebooks(nbs):
+        rel = str(p.relative_to(nbs))
+        if not any(fnmatch.fnmatch(rel, e) for e in entries): res.append(f"nbs/{rel}: not in nbs/sidebar.yml (add it to its section)")
+    api = nbs/'api.ipynb'
+    if not api.exists(): return res + ['nbs/api.ipynb: missing (the API page of the sidebar)']
+    text = ''.join(''.join(c['source']) for c in json.loads(api.read_text())['cells'])
+    for m in sorted(lib.glob('*.py')):
+        if m.stem.startswith('_'): continue
+        if f'ep_probing.{m.stem}`' not in text: res.append(f"api page: module `ep_probing.{m.stem}` is not listed in nbs/api.ipynb")
+    return res
+
+def missing_from_branch(nbs=NBS):
+    "Sidebar notebooks (not globs) that do not exist here: tolerated, printed as a note"
+    return [e for e in sidebar_entries(nbs/'sidebar.yml') if not any(c in e for c in '*?[') and not (nbs/e).exists()]
+
+# --- main --------------------------------------------------------------------------------------------------
+def attention_page(pages):
+    "The processed notebook of the attention-map page: `12_viz`, else the first notebook that stores a figure"
+    by_stem = {p.stem: p for p in pages}
+    if '12_viz' in by_stem: return by_stem['12_viz']
+    for p in pages:
+        nb = json.loads(p.read_text())
+        if any(k.startswith('image/') for c in nb['cells'] for o in c.get('outputs', []) for k in o.get('data', {})): return p
+    return None
+
+def main(screenshots=None):
+    t0, fails, notes = time.time(), [], []
+    fails += layout_problems()
+    if miss := missing_from_branch(): notes.append(f"sidebar notebooks not on this branch (skipped): {', '.join(miss)}")
+    fails += proc_nbs()
+    src = notebooks()
+    if not fails:
+        for p in src:
+            if not (PROC/p.relative_to(NBS)).exists(): fails.append(f"nbs/{p.relative_to(NBS)}: nbdev_proc_nbs wrote no _proc/{p.relative_to(NBS)}")
+    pages, f = render() if PROC.exists() else ({}, [])
+    fails += f
+    for p in pages:
+        fails += [f"{pages[p].name} (cell {i}): stored error output {t}" for i, t in stored_errors(json.loads(p.read_text()))]
+    key = {}
+    if 'index' in {p.stem for p in pages}: key[next(p for p in pages if p.stem == 'index')] = ('index', KEY_PAGES['index'])
+    att = attention_page(pages)
+    if att is None: notes.append('no attention-map page yet: nbs/12_viz.ipynb is not on this branch and no notebook stores a figure')
+    else: key[att] = ('attention', KEY_PAGES['12_viz'])
+    if pages:
+        d = browser()
+        try:
+            for p, html in pages.items():
+                info = inspect_page(d, html)
+                fails += [f"{html.name}: {m}" for m in page_problems(info, key.get(p, ('', ()))[1])]
+            if screenshots:
+                sd = Path(screenshots); sd.mkdir(parents=True, exist_ok=True)
+                for p, (role, _) in key.items():
+                    screenshot(d, pages[p], sd/f"{role}_{pages[p].stem}.png"); notes.append(f"screenshot {sd/(role + '_' + pages[p].stem + '.png')}")
+        finally: d.quit()
+    for n in notes: print('note:', n)
+    for m in fails: print('FAIL:', m)
+    keys = ', '.join(pages[p].name for p in key) or 'none'
+    print(f"docs check: {len(pages)} of {len(src)} notebooks processed and rendered, key pages: {keys}; "
+          f"{len(fails)} problem(s) in {time.time()-t0:.0f} s")
+    return 1 if fails else 0
+
+if __name__ == '__main__':
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--screenshots', help='folder for PNG screenshots of the index and attention-map pages')
+    sys.exit(main(ap.parse_args().screenshots))
