@@ -64,9 +64,37 @@ def proc_nbs(proc=PROC):
     return [msg]
 
 # --- 2. nbconvert ----------------------------------------------------------------------------------------
+def quarto_like(nb):
+    "What Quarto does to a processed notebook before its HTML, the small part nbconvert lacks: the frontmatter as title"
+    "and summary, `#|` directive lines dropped, `echo: false` / `output: false` cells without source / outputs"
+    cells = []
+    for c in nb['cells']:
+        src = ''.join(c['source'])
+        if c['cell_type'] == 'raw' and src.startswith('---'):
+            import yaml
+            fm = yaml.safe_load(src.strip().strip('-')) or {}
+            md = (f"# {fm['title']}\n\n" if 'title' in fm else '') + (f"> {fm['description']}\n" if 'description' in fm else '')
+            if md: cells.append({'cell_type': 'markdown', 'metadata': {}, 'source': md, 'id': c.get('id', 'fm')})
+            continue
+        if c['cell_type'] == 'code':
+            dirs = dict(re.findall(r'^#\|\s*([\w-]+)\s*:?\s*(.*?)\s*$', src, re.M))
+            c = {k: v for k, v in c.items() if k != 'has_sd'}         # nbdev's marker is not valid nbformat
+            c['source'] = '' if dirs.get('echo') == 'false' else re.sub(r'^#\|.*\n?', '', src, flags=re.M).strip('\n')
+            if dirs.get('output') == 'false': c['outputs'] = []
+            for o in c['outputs']:                            # show_doc's pandoc link attributes: `[source](url){target=...}`
+                if 'text/markdown' in o.get('data', {}):
+                    md = ''.join(o['data']['text/markdown'])
+                    o['data'] = dict(o['data'], **{'text/markdown': re.sub(r'(\]\([^)]*\))\{[^}]*\}', r'\1', md)})
+            if not c['source'] and not c['outputs']: continue
+            c['metadata'] = dict(c.get('metadata', {}), tags=['remove_input'] if not c['source'] else [])
+        cells.append(c)
+    return dict(nb, cells=cells)
+
 def nbconvert(nbs, out):
-    "Run `jupyter nbconvert --to html` on notebooks `nbs` into folder `out`; (exit code, last stderr line)"
+    "Run `jupyter nbconvert --to html` (no prompts; input of `remove_input` cells hidden) on notebooks `nbs` into `out`"
     r = subprocess.run([sys.executable, '-m', 'jupyter', 'nbconvert', '--to', 'html', '--log-level', 'CRITICAL',
+                        '--HTMLExporter.exclude_input_prompt=True', '--HTMLExporter.exclude_output_prompt=True',
+                        '--TagRemovePreprocessor.enabled=True', '--TagRemovePreprocessor.remove_input_tags=remove_input',
                         '--output-dir', str(out), *map(str, nbs)], capture_output=True, text=True)
     return r.returncode, (r.stderr.strip().splitlines() or ['?'])[-1]
 
@@ -77,14 +105,18 @@ def render(proc=PROC):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for d in {p.parent for p in nbs}:                      # one nbconvert run per folder (usually one)
-            group = [p for p in nbs if p.parent == d]
-            rc, why = nbconvert(group, tmp)
-            if rc:                                            # find the notebooks that fail, one at a time
-                for p in group:
-                    rc1, why1 = nbconvert([p], tmp)
-                    if rc1: fails.append(f"{p.relative_to(proc)}: jupyter nbconvert --to html failed: {why1}")
+            group, prepped = [p for p in nbs if p.parent == d], []
             for p in group:
-                made = tmp/(p.stem + '.html')
+                q = tmp/'in'/p.name; q.parent.mkdir(exist_ok=True); prepped.append(q)
+                try: q.write_text(json.dumps(quarto_like(json.loads(p.read_text()))))
+                except Exception as e: fails.append(f"{p.relative_to(proc)}: unreadable processed notebook: {e!r}"); prepped.pop()
+            rc, why = nbconvert(prepped, tmp/'out')
+            if rc:                                            # find the notebooks that fail, one at a time
+                for q in prepped:
+                    rc1, why1 = nbconvert([q], tmp/'out')
+                    if rc1: fails.append(f"{(d/q.name).relative_to(proc)}: jupyter nbconvert --to html failed: {why1}")
+            for p in group:
+                made = tmp/'out'/(p.stem + '.html')
                 if not made.exists(): continue
                 html = d/(page_name(json.loads(p.read_text())) or made.name)
                 shutil.move(made, html); pages[p] = html
@@ -105,9 +137,9 @@ PAGE_JS = r"""
 const out = '.jp-OutputArea-output, .output_area, .output_subarea';
 const imgs = [...document.images].map(i => ({src: (i.getAttribute('src') || '').slice(0, 80),
     ok: i.complete && i.naturalWidth > 0, inOutput: !!i.closest(out)}));
-const errors = [...document.querySelectorAll('.output_error, [data-mime-type="application/vnd.jupyter.stderr"]')]
-    .map(e => e.innerText).concat([...document.querySelectorAll(out)].map(e => e.innerText)
-    .filter(t => t.includes('Traceback (most recent call last)')));
+const tb = /Traceback \(most recent call last\)|^\w*(Error|Exception)\b.*Traceback/m;  // not warnings on stderr
+const errors = [...document.querySelectorAll('.output_error')].map(e => e.innerText)
+    .concat([...document.querySelectorAll(out)].map(e => e.innerText).filter(t => tb.test(t)));
 return {title: document.title, imgs: imgs, errors: errors,
         tables: [...document.querySelectorAll('table')].filter(t => t.closest(out)).length,
         height: Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)};
@@ -143,9 +175,9 @@ def inspect_page(d, html):
         time.sleep(0.1)
     return d.execute_script(PAGE_JS)
 
-def screenshot(d, html, dest, max_height=6000):
+def screenshot(d, html, dest, max_height=12000):
     "Save a full-page PNG of `html` (at most `max_height` px tall) to `dest`"
-    d.get(html.resolve().as_uri())
+    inspect_page(d, html)                                 # loads it and waits for the images
     h = min(max_height, d.execute_script("return document.documentElement.scrollHeight"))
     d.set_window_size(1280, max(h, 800)); time.sleep(0.3)
     d.save_screenshot(str(dest)); d.set_window_size(1280, 1600)
