@@ -40,28 +40,45 @@ def page_name(nb):
     return None
 
 # --- 1. nbdev_proc_nbs ---------------------------------------------------------------------------------
-def proc_nbs(proc=PROC):
-    "Run `nbdev_proc_nbs` from the repository root into an empty `_proc/`; a list of failures"
-    if proc.exists(): shutil.rmtree(proc)
-    made_yml = not (NBS/'nbdev.yml').exists()
+def nb_title(path):
+    "The title nbdev gives notebook `path`: its first `# ` heading"
+    for c in json.loads(Path(path).read_text()).get('cells', []):
+        m = re.search(r'^#\s+(.+?)\s*$', ''.join(c['source']), re.M) if c['cell_type'] == 'markdown' else None
+        if m: return m.group(1)
+
+def run_proc_nbs(skip=()):
+    "One `nbdev_proc_nbs` run from the repository root, skipping notebook names `skip`; the finished process"
     env = dict(os.environ)
+    args = ['--skip_file_re', '^[_.]|^(' + '|'.join(map(re.escape, skip)) + ')$'] if skip else []
     with tempfile.TemporaryDirectory() as stub:
         if not shutil.which('quarto'):
             q = Path(stub)/'quarto'
             q.write_text('#!/bin/sh\necho "quarto stub (.ci/docs_check.py): Quarto is not installed here" >&2\nexit 1\n')
             q.chmod(0o755); env['PATH'] = f"{stub}{os.pathsep}{env['PATH']}"
-        r = subprocess.run([sys.executable, '-c', 'from nbdev.quarto import nbdev_proc_nbs; nbdev_proc_nbs()'],
-                           cwd=root, env=env, capture_output=True, text=True)
+        exe = shutil.which('nbdev_proc_nbs') or str(Path(sys.executable).parent/'nbdev_proc_nbs')   # the console script
+        return subprocess.run([exe, *args],
+                              cwd=root, env=env, capture_output=True, text=True)
+
+def proc_nbs(proc=PROC):
+    "Run `nbdev_proc_nbs` into an empty `_proc/`; a list of failures, one per failing notebook"
+    if proc.exists(): shutil.rmtree(proc)
+    made_yml = not (NBS/'nbdev.yml').exists()
+    by_title = {nb_title(p): p for p in notebooks()}
+    fails, skip = [], []
+    while True:                        # nbdev stops at the first failing notebook: skip it and go on (cached work is kept)
+        r = run_proc_nbs(skip)
+        if r.returncode == 0: break
+        out = r.stdout + r.stderr
+        where = re.findall(r'^Exception: Error in notebook: (.*?) in cell (\d+)', out, re.M)
+        why = [l for l in out.splitlines() if re.match(r'^\w+(Error|Exception): ', l) and not l.startswith('Exception: Error in')]
+        nb = by_title.get(where[0][0]) if where else None
+        if nb is None or nb.name in skip:
+            fails.append(f"nbdev_proc_nbs failed (exit {r.returncode}):\n" + '\n'.join(out.splitlines()[-15:])); break
+        skip.append(nb.name)
+        fails.append(f"{nb.relative_to(root)}: nbdev_proc_nbs fails in cell {where[0][1]} of the processed notebook: "
+                     f"{why[-1] if why else '?'} (it runs import, export and show_doc cells from the repo root)")
     if made_yml and (NBS/'nbdev.yml').exists(): (NBS/'nbdev.yml').unlink()   # nbdev writes it for Quarto; keep the tree clean
-    if r.returncode == 0: return []
-    out = r.stdout + r.stderr
-    where = re.findall(r'^Exception: (Error in notebook.*?in cell \d+)', out, re.M)
-    why = [l for l in out.splitlines() if re.match(r'^\w+(Error|Exception): ', l) and not l.startswith('Exception: Error in')]
-    msg = f"nbdev_proc_nbs failed (exit {r.returncode})"
-    if where: msg += f": {where[0]}"
-    if why: msg += f": {why[-1]}"
-    if not (where or why): msg += ':\n' + '\n'.join(out.splitlines()[-15:])
-    return [msg]
+    return fails
 
 # --- 2. nbconvert ----------------------------------------------------------------------------------------
 def quarto_like(nb):
@@ -228,11 +245,12 @@ def main(screenshots=None):
     t0, fails, notes = time.time(), [], []
     fails += layout_problems()
     if miss := missing_from_branch(): notes.append(f"sidebar notebooks not on this branch (skipped): {', '.join(miss)}")
-    fails += proc_nbs()
+    pf = proc_nbs(); fails += pf
     src = notebooks()
-    if not fails:
-        for p in src:
-            if not (PROC/p.relative_to(NBS)).exists(): fails.append(f"nbs/{p.relative_to(NBS)}: nbdev_proc_nbs wrote no _proc/{p.relative_to(NBS)}")
+    for p in src:                                          # every notebook that exists is processed
+        rel = p.relative_to(NBS)
+        if not (PROC/rel).exists() and not any(f.startswith(f'nbs/{rel}:') for f in pf):
+            fails.append(f"nbs/{rel}: nbdev_proc_nbs wrote no _proc/{rel}")
     pages, f = render() if PROC.exists() else ({}, [])
     fails += f
     for p in pages:
