@@ -245,14 +245,14 @@ def main(screenshots=None):
     t0, fails, notes = time.time(), [], []
     fails += layout_problems()
     if miss := missing_from_branch(): notes.append(f"sidebar notebooks not on this branch (skipped): {', '.join(miss)}")
-    pf = proc_nbs(); fails += pf
+    pf = proc_nbs(); fails += pf; t1 = time.time()
     src = notebooks()
     for p in src:                                          # every notebook that exists is processed
         rel = p.relative_to(NBS)
         if not (PROC/rel).exists() and not any(f.startswith(f'nbs/{rel}:') for f in pf):
             fails.append(f"nbs/{rel}: nbdev_proc_nbs wrote no _proc/{rel}")
     pages, f = render() if PROC.exists() else ({}, [])
-    fails += f
+    fails += f; t2 = time.time()
     for p in pages:
         fails += [f"{pages[p].name} (cell {i}): stored error output {t}" for i, t in stored_errors(json.loads(p.read_text()))]
     key = {}
@@ -275,7 +275,8 @@ def main(screenshots=None):
     for m in fails: print('FAIL:', m)
     keys = ', '.join(pages[p].name for p in key) or 'none'
     print(f"docs check: {len(pages)} of {len(src)} notebooks processed and rendered, key pages: {keys}; "
-          f"{len(fails)} problem(s) in {time.time()-t0:.0f} s")
+          f"{len(fails)} problem(s) in {time.time()-t0:.0f} s (nbdev_proc_nbs {t1-t0:.0f} s, nbconvert {t2-t1:.0f} s, "
+          f"Chromium {time.time()-t2:.0f} s)")
     return 1 if fails else 0
 
 if __name__ == '__main__':
