@@ -231,6 +231,17 @@ def missing_from_branch(nbs=NBS):
     "Sidebar notebooks (not globs) that do not exist here: tolerated, printed as a note"
     return [e for e in sidebar_entries(nbs/'sidebar.yml') if not any(c in e for c in '*?[') and not (nbs/e).exists()]
 
+def site_config_problems(proc=PROC):
+    "What Quarto would read besides the pages: `_quarto.yml` and its `metadata-files`, copied to `_proc/` and valid YAML"
+    import yaml
+    try: cfg = yaml.safe_load((proc/'_quarto.yml').read_text())
+    except Exception as e: return [f"_proc/_quarto.yml: missing or not YAML ({e!r}); nbs/_quarto.yml must link to ../_quarto.yml"]
+    res = []
+    for f in cfg.get('metadata-files', []):
+        try: yaml.safe_load((proc/f).read_text())
+        except Exception as e: res.append(f"_proc/{f} (a metadata-file of _quarto.yml): missing or not YAML ({e!r})")
+    return res
+
 # --- main --------------------------------------------------------------------------------------------------
 def attention_page(pages):
     "The processed notebook of the attention-map page: `12_viz`, else the first notebook that stores a figure"
@@ -251,6 +262,7 @@ def main(screenshots=None):
         rel = p.relative_to(NBS)
         if not (PROC/rel).exists() and not any(f.startswith(f'nbs/{rel}:') for f in pf):
             fails.append(f"nbs/{rel}: nbdev_proc_nbs wrote no _proc/{rel}")
+    fails += site_config_problems()
     pages, f = render() if PROC.exists() else ({}, [])
     fails += f; t2 = time.time()
     for p in pages:

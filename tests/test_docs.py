@@ -89,3 +89,12 @@ def test_layout_problems(tmp_path):
 
 def test_repo_sidebar_lists_every_notebook_and_module():
     assert dc.layout_problems() == []
+
+def test_site_config_problems(tmp_path):
+    assert dc.site_config_problems(tmp_path)[0].startswith('_proc/_quarto.yml: missing or not YAML')
+    (tmp_path/'_quarto.yml').write_text('project:\n  type: website\nmetadata-files: [nbdev.yml, sidebar.yml]\n')
+    (tmp_path/'nbdev.yml').write_text('website:\n  title: x\n')
+    probs = dc.site_config_problems(tmp_path)
+    assert len(probs) == 1 and probs[0].startswith('_proc/sidebar.yml (a metadata-file of _quarto.yml): missing')
+    (tmp_path/'sidebar.yml').write_text((root/'nbs'/'sidebar.yml').read_text())
+    assert dc.site_config_problems(tmp_path) == []
