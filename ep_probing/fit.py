@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['atomic_write', 'save_head', 'load_head', 'SeedEpoch', 'BestHeads', 'Checkpoint', 'AppendCSVLogger',
-           'ProbeDistributedTrainer', 'build_probes', 'probe_learner', 'fit_probes']
+           'ProbeDistributedTrainer', 'build_probes', 'probe_learner', 'evaluate_probes', 'fit_probes']
 
-# %% ../nbs/09a_fit.ipynb #a3de9889
+# %% ../nbs/09a_fit.ipynb #9dc26c52
 import json, os, random, shutil, tempfile, time
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn
@@ -20,7 +20,7 @@ import fastai.distributed                                    # adds Learner.dist
 from fastai.torch_core import rank_distrib, num_distrib
 from safetensors.torch import save_file, load_file
 from .probes import create_probe, Probe, n_params
-from .train import Lars, warmup_cosine, parse_probe_spec, ProbeSet, probes_loss, ProbeTopK
+from .train import Lars, warmup_cosine, parse_probe_spec, split_specs, ProbeSet, probes_loss, ProbeTopK
 
 # %% ../nbs/09a_fit.ipynb #7bc8c938
 def atomic_write(path, write): # `write(tmp_path)` writes the content
@@ -125,7 +125,7 @@ class ProbeDistributedTrainer(DistributedTrainer):
     "fastai's `DistributedTrainer` with `_DistributedDL` (works with gloo on CPU as well as nccl)"
     def _wrap_dl(self, dl): return dl if isinstance(dl, DistributedDL) else _DistributedDL(dl, device=self.learn.model.device)
 
-# %% ../nbs/09a_fit.ipynb #a4ebf1ac
+# %% ../nbs/09a_fit.ipynb #b09b034e
 def _resolve_layer(layer, default, depth):
     if layer is None: return default
     if layer < 0:
@@ -136,7 +136,7 @@ def _resolve_layer(layer, default, depth):
 
 def build_probes(specs:list, dim:int, num_classes:int, depth:int=None, default_layer:int=None):
     "Create the probes of `specs`: `(probes, layers, parsed specs)` keyed by unique labels"
-    if isinstance(specs, str): specs = [s for s in specs.split(',') if s.strip()] if ':' not in specs else [specs]
+    if isinstance(specs, str): specs = split_specs(specs)
     if not specs: raise ValueError("no probes given; pass e.g. ['lp', 'gap', 'ep', 'mhca']")
     probes, layers, parsed = {}, {}, {}
     for s in specs:
@@ -174,7 +174,23 @@ def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached
     learn.specs, learn.probe_lrs = parsed, lrs
     return learn
 
-# %% ../nbs/09a_fit.ipynb #1d326744
+# %% ../nbs/09a_fit.ipynb #78b6d151
+@torch.no_grad()
+def evaluate_probes(model:ProbeSet, dl, # a `ProbeSet` and a DataLoader of its inputs and labels
+                    ks=(1, 5))->dict:
+    "`{label: {'top1': ..., 'top5': ...}}` of every probe of `model` over `dl`"
+    model = _bare(model).eval()
+    correct, n = {l: {k: 0 for k in ks} for l in model.probes}, 0
+    for *xb, y in dl:
+        dev = model.device
+        preds = model(*[x.to(dev) for x in xb]); y = y.to(dev)
+        for l, p in zip(model.probes, preds):
+            for k in ks: correct[l][k] += (p.topk(min(k, p.shape[-1]), -1).indices == y[:, None]).any(-1).sum().item()
+        n += len(y)
+    if n == 0: raise ValueError("the evaluation DataLoader is empty")
+    return {l: {f'top{k}': c / n for k, c in v.items()} for l, v in correct.items()}
+
+# %% ../nbs/09a_fit.ipynb #a987477e
 def _prepare_out(out):
     out = Path(out)
     try: out.mkdir(parents=True, exist_ok=True); (out/'.write_test').write_text('ok'); (out/'.write_test').unlink()
@@ -193,7 +209,7 @@ def _publish(work:Path, out:Path):
         else: os.replace(f, dst)
     shutil.rmtree(work, ignore_errors=True)
 
-# %% ../nbs/09a_fit.ipynb #9df40165
+# %% ../nbs/09a_fit.ipynb #fb9582c2
 def _results(learn, bh, t_fit, epochs_run):
     import pandas as pd
     m = _bare(learn.model)
@@ -203,7 +219,7 @@ def _results(learn, bh, t_fit, epochs_run):
             for (k, p), lr in zip(m.probes.items(), learn.probe_lrs)]
     return pd.DataFrame(rows).set_index('probe')
 
-# %% ../nbs/09a_fit.ipynb #8e4019f5
+# %% ../nbs/09a_fit.ipynb #31ea07a4
 def fit_probes(dls, specs:list, num_classes:int, dim:int,
                epochs:int=10, # training epochs
                out=None, # output folder (heads, logs, results); None: keep everything in memory
@@ -213,6 +229,9 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
                amp:str='auto', # 'auto' (bf16/fp16 on CUDA), 'bf16', 'fp16' or None
                progress:bool=True, # fastprogress bars
                meta:dict=None, # facts recorded with every saved head (encoder, data...)
+               test_dl=None, # evaluate the best heads on it: `test_top1`, `test_top5` columns
+               finish=None, # `finish(learn, folder)` writes extra artefacts into the run's folder before it is published
+               cbs:list=None, # extra fastai callbacks for this fit
                **kwargs, # to `probe_learner`: encoder, layer_order, depth, opt, blr, lr, wd
               )->Learner:
     "Train the probes of `specs` together; return the `Learner` with the best heads loaded and `.results`"
@@ -222,7 +241,7 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
     learn = probe_learner(dls, specs, num_classes, dim, **kwargs)
     out = (_prepare_out(out) if rank_distrib() == 0 else Path(out)) if out is not None else None
     work = out/'.partial' if out is not None else None
-    cbs = [SeedEpoch(seed), ParamScheduler({'lr': warmup_cosine(learn.probe_lrs, pct_warmup)}), BestHeads(work, meta=meta)]
+    cbs = [SeedEpoch(seed), ParamScheduler({'lr': warmup_cosine(learn.probe_lrs, pct_warmup)}), BestHeads(work, meta=meta)] + list(cbs or [])
     start, t_before, rank0 = 0, 0., rank_distrib() == 0
     if out is not None:                                     # only rank 0 writes; every rank may read a checkpoint
         ck = work/'checkpoint.pth'
@@ -234,10 +253,10 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
         if rank0:
             work.mkdir(parents=True, exist_ok=True)
             cbs += [Checkpoint(ck), AppendCSVLogger(work/'log.csv', append=start > 0)]
-    return _run(learn, cbs, epochs, start, t_before, out, work, amp, progress)
+    return _run(learn, cbs, epochs, start, t_before, out, work, amp, progress, test_dl, finish)
 
-# %% ../nbs/09a_fit.ipynb #df6594a0
-def _run(learn, cbs, epochs, start, t_before, out, work, amp, progress):
+# %% ../nbs/09a_fit.ipynb #22652879
+def _run(learn, cbs, epochs, start, t_before, out, work, amp, progress, test_dl=None, finish=None):
     dev = 'cuda' if torch.cuda.is_available() else 'cpu'
     if amp == 'auto': amp = ('bf16' if torch.cuda.is_bf16_supported() else 'fp16') if dev == 'cuda' else None
     if amp == 'bf16': learn.to_bf16()
@@ -252,6 +271,9 @@ def _run(learn, cbs, epochs, start, t_before, out, work, amp, progress):
     t0 = time.perf_counter()
     learn.fit(epochs, cbs=cbs, start_epoch=start)
     learn.results = _results(learn, next(c for c in cbs if isinstance(c, BestHeads)), t_before + time.perf_counter() - t0, epochs)
+    if test_dl is not None:
+        for l, v in evaluate_probes(learn.model, test_dl).items(): learn.results.loc[l, ['test_top1', 'test_top5']] = v['top1'], v['top5']
+    if finish is not None and rank_distrib() == 0: finish(learn, work)
     if out is not None and rank_distrib() == 0:
         atomic_write(work/'results.csv', lambda t: learn.results.to_csv(t))
         atomic_write(work/'results.json', lambda t: learn.results.reset_index().to_json(t, orient='records', indent=1))

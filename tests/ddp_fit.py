@@ -28,13 +28,8 @@ if __name__ == '__main__':
     torch.set_num_threads(1)
     bs = 32 // max(num_distrib(), 1)                                 # the same global batch on any number of processes
     dls = DataLoaders.from_dsets(synthetic_tokens(), synthetic_tokens(seed=1), bs=bs, shuffle=True)
-    import ep_probing.fit as F
-    cbs_extra = [Die(a.die_after_epoch)] if a.die_after_epoch is not None else []
-    if cbs_extra:                                                   # slip the killer in after Checkpoint
-        orig = F._run
-        F._run = lambda learn, cbs, *r: orig(learn, cbs + cbs_extra, *r)
     learn = fit_probes(dls, ['gap', 'ep:num_queries=4'], 2, 32, epochs=a.epochs, out=a.out, layer_order=[0], opt='adamw',
-                       blr=0.5, progress=False, resume=a.resume)
+                       blr=0.5, progress=False, resume=a.resume, cbs=[Die(a.die_after_epoch)] if a.die_after_epoch is not None else None)
     out = Path(a.out)
     (out.parent/f'{out.name}.rank{rank_distrib()}.json').write_text(learn.results.reset_index().to_json(orient='records'))
     torch.save({k: v for k, v in learn.model.probes.state_dict().items()}, out.parent/f'{out.name}.rank{rank_distrib()}.pt')

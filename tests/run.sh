@@ -21,7 +21,8 @@ if ! $PY -c "import torch, torchvision" 2>/dev/null; then
   case "$(uname -m)" in aarch64) pair="torch==2.9.1 torchvision==0.24.1";; *) pair="torch==2.14.1 torchvision==0.29.1";; esac
   $PY -m pip install -q $pair || exit 1
 fi
-$PY -m pip install -q -e ".[dev]" || { echo "FAILED: pip install -e .[dev]"; exit 1; }
+$PY -m pip install -q -e ".[dev,assets]" || { echo "FAILED: pip install -e .[dev,assets]"; exit 1; }
+$PY -m pip install -q --no-deps foolbox || exit 1   # only for its 20 real ImageNet photos (tests)
 
 passed=0; failed=0; failures=""
 check() { # check "<name>" cmd args...

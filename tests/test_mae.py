@@ -1,0 +1,74 @@
+"Tests of `ep_probing.mae`: the console script end to end, resuming, and the shipped encoder asset"
+import json, subprocess, sys, torch, timm
+from pathlib import Path
+from ep_probing.data import FashionMNIST, sha256
+from ep_probing.mae import (MaskedAutoencoder, mae_train, ep_pretrain, load_encoder, mae_fmnist_stem)
+
+TINY = dict(bs=32, limit=64, depth=1, embed_dim=24, num_heads=2, decoder_dim=16, decoder_depth=1, patch_size=7)
+
+def test_pretrain_console_function(tmp_path):
+    "Two steps (64 images, batch 32) of the real pipeline through `ep_pretrain`"
+    meta = ep_pretrain(out=str(tmp_path/'vit'), epochs=1, **TINY)
+    for ext in ('safetensors', 'json', 'ckpt'): assert (tmp_path/f'vit.{ext}').is_file()
+    assert not list(tmp_path.glob('*.tmp'))
+    enc, meta2 = load_encoder(tmp_path/'vit')
+    assert isinstance(enc, timm.models.VisionTransformer) and meta2 == json.loads(json.dumps(meta))
+    assert enc(torch.randn(2, 1, 28, 28)).shape == (2, 24)
+    p = meta['provenance']
+    assert p['epochs_done'] == 1 and len(p['loss_curve']) == 1 and p['loss_curve'][0] > 0
+    assert p['data_sha256'] == {f.name: sha256(f) for f in FashionMNIST('train').files}
+
+def test_cli_subprocess(tmp_path):
+    "The script runs as a command (`ep_pretrain` once installed; `python -m ep_probing.mae` here)"
+    flags = [f'--{k}={v}' for k, v in TINY.items()]
+    r = subprocess.run([sys.executable, '-m', 'ep_probing.mae', '--out', str(tmp_path/'v'), '--epochs', '1', *flags],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path/'v.json').read_text())['provenance']['epochs_done'] == 1
+    h = subprocess.run([sys.executable, '-m', 'ep_probing.mae', '--help'], capture_output=True, text=True, timeout=120)
+    assert '--restart' in h.stdout and '--epochs' in h.stdout
+
+def test_loss_decreases_on_tiny_batch():
+    "Overfitting 16 real images: the loss falls over a few steps"
+    imgs = FashionMNIST('test').images[:16, None]
+    torch.manual_seed(0)
+    vit = timm.models.VisionTransformer(img_size=28, patch_size=7, in_chans=1, embed_dim=32, depth=2, num_heads=2, num_classes=0)
+    losses = mae_train(MaskedAutoencoder(vit, decoder_dim=32, decoder_depth=1), imgs, epochs=12, bs=16, lr=3e-3, warmup=0,
+                       mean=0.286, std=0.353)
+    assert losses[-1] < 0.9 * losses[0], losses
+
+def test_resume_matches_uninterrupted(tmp_path):
+    "A run stopped after epoch 1 and resumed ends where an uninterrupted 2-epoch run ends"
+    a, b = str(tmp_path/'a'), str(tmp_path/'b')
+    full = ep_pretrain(out=a, epochs=2, **TINY)
+    first = ep_pretrain(out=b, epochs=1, **TINY)
+    resumed = ep_pretrain(out=b, epochs=2, **TINY)
+    assert resumed['provenance']['loss_curve'][0] == first['provenance']['loss_curve'][0]
+    assert torch.allclose(torch.tensor(resumed['provenance']['loss_curve']), torch.tensor(full['provenance']['loss_curve']), atol=1e-4)
+    ea, eb = load_encoder(a)[0], load_encoder(b)[0]
+    for (k, p), q in zip(ea.state_dict().items(), eb.state_dict().values()): assert torch.allclose(p, q, atol=1e-5), k
+    restarted = ep_pretrain(out=b, epochs=1, restart=True, **TINY)
+    assert restarted['provenance']['epochs_done'] == 1
+
+def test_shipped_asset():
+    "The embedded encoder: <= 15 MB safetensors, loads into timm, full provenance, and EP beats LP on [CLS]"
+    st, js = mae_fmnist_stem.with_suffix('.safetensors'), mae_fmnist_stem.with_suffix('.json')
+    assert st.is_file() and js.is_file()
+    assert st.stat().st_size <= 15 * 2**20
+    enc, meta = load_encoder(mae_fmnist_stem)
+    kw = meta['model_kwargs']
+    assert (kw['img_size'], kw['patch_size'], kw['in_chans'], kw['embed_dim'], kw['depth'], kw['num_heads'], kw['num_classes']) == (28, 4, 1, 192, 6, 3, 0)
+    assert isinstance(enc, timm.models.VisionTransformer) and not enc.training
+    assert len(meta['mean']) == len(meta['std']) == 1
+    p = meta['provenance']
+    for k in ('command', 'seed', 'epochs', 'epochs_done', 'loss_curve', 'data_sha256', 'versions', 'wall_seconds', 'probe_eval'):
+        assert k in p, k
+    assert p['epochs_done'] == p['epochs'] == len(p['loss_curve']) and p['command'].startswith('ep_pretrain')
+    assert p['loss_curve'][-1] < p['loss_curve'][0]
+    assert p['data_sha256'] == {f.name: sha256(f) for f in FashionMNIST('train').files}
+    acc = p['probe_eval']
+    assert acc['mae']['ep'] > acc['mae']['cls'] + 1 and acc['mae']['ep'] > acc['random_init']['ep']
+    # real images through the encoder: finite tokens of the right shape
+    x = (FashionMNIST('test').images[:4, None].float() / 255 - meta['mean'][0]) / meta['std'][0]
+    (t, pre), = enc.forward_intermediates(x, indices=[5], output_fmt='NLC', intermediates_only=True, return_prefix_tokens=True)
+    assert t.shape == (4, 49, 192) and pre.shape == (4, 1, 192) and torch.isfinite(t).all()
