@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole ep_probing test suite. From a fresh Debian machine with python3 and pip (root for the
-# Debian data package), it installs what the tests need, runs every check, and ends with one line:
+# Debian data and Chromium packages), it installs what the tests need, runs every check, and ends with one line:
 #   ep_probing test suite: <passed> passed, <failed> failed of <total> checks
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,8 @@ say "install"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   pkgs=""
   [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ] || pkgs="$pkgs dataset-fashion-mnist"
+  command -v chromium >/dev/null || pkgs="$pkgs chromium"               # the docs check's headless browser
+  command -v chromedriver >/dev/null || pkgs="$pkgs chromium-driver"
   if [ -n "$pkgs" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs || exit 1; fi
 fi
 if ! $PY -c "import torch, torchvision" 2>/dev/null; then
@@ -47,6 +49,7 @@ check "README.md is in sync with nbs/index.ipynb" $PY .ci/readme.py --check
 check "every module imports in a fresh interpreter" imports
 check "nbdev_test (all notebooks)" nbdev_test
 check "pytest tests" $PY -m pytest tests -q -p no:cacheprovider
+check "docs render (nbdev_proc_nbs, nbconvert, headless Chromium)" $PY .ci/docs_check.py --screenshots out/docs_screenshots
 
 echo
 echo "ep_probing test suite: $passed passed, $failed failed of $((passed+failed)) checks${failures:+ (failed:${failures#;})}"
