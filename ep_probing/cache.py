@@ -137,7 +137,7 @@ def extract_features(encoder:FrozenEncoder, # the frozen encoder
                      shard_size:int=1024, # images per shard
                      num_workers:int=0, # DataLoader workers
                      progress:bool=True, # show a progress bar
-                    )->'FeatureCache':
+                    ): # returns a `FeatureCache`
     "Extract `encoder`'s tokens of `dataset` once into an fp16 memory-mapped cache; reuse or resume it when the key matches"
     key, info = cache_key(encoder, dataset, transform, name, shard_size)
     d = Path(root)/key
