@@ -110,7 +110,7 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
                 data:str='fashion_mnist', # 'fashion_mnist' or an image folder (train/, test/)
                 probes:str='lp,gap,ep,mhca', # probe specs, comma-separated (see `split_specs`)
                 layers:str='-1', # blocks to probe: '-1', '0,3,5' or 'all'
-                epochs:int=10, bs:int=256, opt:str='lars', blr:float=0.1, lr:float=None,
+                epochs:int=10, bs:int=256, opt:str='adamw', blr:float=None, lr:float=None,
                 train_size:int=0, # stratified subset of train (0: all)
                 test_size:int=0, # stratified subset of test (0: all), for quick runs
                 valid_pct:float=0.1, # held out from train for model selection
@@ -185,10 +185,10 @@ def ep_probe(encoder:str='mae_fmnist', # short name (mae_fmnist, efficientnet_li
              layers:str='-1', # blocks to probe: '-1', '0,3,5' or 'all' (every probe at every layer, one backbone pass)
              epochs:int=10, # training epochs
              bs:int=256, # batch size
-             opt:str='lars', # 'lars' (the paper's recipe) or 'adamw'
-             blr:float=0.1, # base learning rate; lr = blr * bs / 256
+             opt:str='adamw', # 'adamw' (default: suits a 10-epoch run) or 'lars' (the paper's 90-epoch recipe)
+             blr:float=None, # base learning rate, lr = blr * bs / 256 (default: 1e-3 for AdamW, 0.1 for LARS)
              lr:float=None, # fixed learning rate (overrides blr)
-             train_size:int=0, # stratified subset of the train split (0: all of it)
+             train_size:int=20000, # stratified subset of the train split, for a run of minutes on a CPU (0: all of it)
              test_size:int=0, # stratified subset of the test split (0: all of it)
              valid_pct:float=0.1, # held out from train to pick each probe's best epoch
              stream:bool=False, # stream images through the encoder with augmentation instead of caching tokens

@@ -98,8 +98,8 @@ def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
                   test_size:int=0, # stratified subset of test (0: all)
                   seeds:str='0,1,2', # comma-separated seeds
                   epochs:int=10, # epochs per training run
-                  opt:str='lars', # 'lars' or 'adamw'
-                  blr:float=0.1, # base learning rate
+                  opt:str='adamw', # 'adamw' or 'lars' (the paper's 90-epoch recipe)
+                  blr:float=None, # base learning rate (default: 1e-3 for AdamW, 0.1 for LARS)
                   bs:int=256, # batch size
                   cache_dir:str='~/.cache/ep_probing/features', # feature cache root
                  ):

@@ -155,7 +155,7 @@ def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached
                   layer_order:list=None, # layers stacked in cached tokens (default: the encoder's layers)
                   depth:int=None, # encoder depth, to resolve negative layer indices (default: the encoder's)
                   opt:str='lars', # 'lars' (the paper's) or 'adamw'
-                  blr:float=0.1, # base learning rate: lr = blr * batch_size / 256
+                  blr:float=None, # base learning rate, lr = blr * batch_size / 256; None: 0.1 for LARS (the paper's), 1e-3 for AdamW
                   lr:float=None, # fixed learning rate for all probes (overrides blr)
                   wd:float=0., # weight decay (LARS: on tensors with ndim > 1 only)
                  )->Learner:
@@ -166,8 +166,9 @@ def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached
     probes, layers, parsed = build_probes(specs, dim, num_classes, depth, default_layer=layer_order[-1])
     model = ProbeSet(probes, layers, encoder, layer_order)
     bs = dls.train.bs * max(num_distrib(), 1)                # the global batch under DDP
+    blr = blr if blr is not None else 0.1 if opt == 'lars' else 1e-3
     lrs = np.array([d['lr'] or lr or (d['blr'] or blr) * bs / 256 for d in parsed.values()])
-    opt_func = (lambda ps, lr: Lars(ps, lr=lr, wd=wd)) if opt == 'lars' else (lambda ps, lr: Adam(ps, lr=lr, wd=wd or 0.05, decouple_wd=True))
+    opt_func = (lambda ps, lr: Lars(ps, lr=lr, wd=wd)) if opt == 'lars' else (lambda ps, lr: Adam(ps, lr=lr, wd=wd or 1e-4, decouple_wd=True))
     metrics = [ProbeTopK(i, k, l) for i, l in enumerate(probes) for k in (1, 5)]
     learn = Learner(dls, model, loss_func=probes_loss, opt_func=opt_func, metrics=metrics, lr=lrs,
                     splitter=lambda m: [list(p.parameters()) for p in m.probes.values()])
