@@ -268,7 +268,7 @@ def check_head(probe:Probe, encoder)->Probe:
     if not hasattr(probe.pool, 'attn_weights'): raise ValueError(f"the head's pool {type(probe.pool).__name__} has no attention to show; use a head such as 'ep' or 'mhca'")
     return probe
 
-# %% ../nbs/12_viz.ipynb #0ab72286
+# %% ../nbs/12_viz.ipynb #89e495ba
 @call_parse
 def ep_attention(images:str, # an image file or a folder of images
                  head:str, # a head saved by `save_head`/`fit_probes` (file stem, .json or .safetensors)
@@ -279,7 +279,7 @@ def ep_attention(images:str, # an image file or a folder of images
                  max_queries:int=8, # queries shown per page
                  per_page:int=8, # images per attention page
                  device:str=None, # e.g. 'cuda' (default: CPU)
-                )->dict: # paths written
+                ):
     "Write attention figures of a saved head on images: per-query overlays, part maps, mean maps and diversity"
     from ep_probing.fit import load_head
     files = image_files(images)
@@ -299,4 +299,4 @@ def ep_attention(images:str, # an image file or a folder of images
     mean_png = save_figure(plot_mean_maps(maps.mean(0)), out/'mean_maps.png')
     div = dict(images=len(files), head=str(head), encoder=enc.name, **query_diversity(maps))
     (out/'diversity.json').write_text(json.dumps(div, indent=1))
-    return dict(pages=pages, mean_maps=mean_png, diversity=out/'diversity.json')
+    for f in [*pages, mean_png, out/'diversity.json']: print(f)     # paths out; no return value, so the console script exits 0
