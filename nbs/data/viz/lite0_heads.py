@@ -1,0 +1,65 @@
+"""Train the EP and MHCA heads of the 12_viz gallery on the real ImageNet EfficientNet-Lite0 (7x7 x 1280 tokens).
+
+Run from the repository root (about 10 minutes on 2 busy CPU cores):
+    python nbs/data/viz/lite0_heads.py
+Writes nbs/data/viz/lite0_{ep,ep8,mhca}.{safetensors,json} and lite0_results.csv.
+
+Data (all offline, from installed wheels): the 20 ImageNet photos of the foolbox wheel. Labels are the
+frozen encoder's own ImageNet classifier's top-1 on each view (distillation of its decisions): 24 random
+resized crops + flips per photo for training, the eval centre crops for validation. The heads' classes are
+the ImageNet indices that occur among those labels (listed as `classes` in the head json)."""
+import importlib.metadata as md, math, sys, time
+import pandas as pd, torch.nn.functional as F
+from pathlib import Path
+import torch, torchvision.transforms as T
+from PIL import Image
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from ep_probing.encoders import create_encoder
+from ep_probing.fit import save_head
+from ep_probing.probes import create_probe, n_params
+
+out = Path(__file__).parent
+torch.manual_seed(0)
+enc = create_encoder('efficientnet_lite0_imagenet')
+photos = sorted(Path(md.distribution('foolbox').locate_file('foolbox/data')).glob('imagenet_*.jpg'))
+ims = [Image.open(f).convert('RGB') for f in photos]
+norm = [T.ToTensor(), T.Normalize(enc.mean, enc.std)]
+aug = T.Compose([T.RandomResizedCrop(224, scale=(0.2, 1.)), T.RandomHorizontalFlip(), *norm])
+train_x = torch.stack([aug(im) for im in ims for _ in range(24)])             # (480, 3, 224, 224)
+val_x = torch.stack([enc.transform()(im) for im in ims])                      # (20, 3, 224, 224)
+
+def tokens(x, bs=64):
+    "Patch tokens `(B, 49, 1280)` and the frozen ImageNet classifier's top-1"
+    ps, ys = [], []
+    for i in range(0, len(x), bs):
+        p, _ = enc(x[i:i + bs])
+        ps.append(p); ys.append(enc.model.classifier(p.mean(1)).argmax(-1))   # GAP + the ImageNet classifier = lite0's own head
+    return torch.cat(ps), torch.cat(ys)
+
+t0 = time.time()
+tp, ty = tokens(train_x); vp, vy = tokens(val_x)
+print(f'tokens: {time.time() - t0:.0f} s', flush=True)
+classes = sorted(set(ty.tolist()) | set(vy.tolist()))
+remap = {c: i for i, c in enumerate(classes)}
+y_tr, y_val = (torch.tensor([remap[int(c)] for c in y]) for y in (ty, vy))
+true = [int(f.stem.split('_')[-1]) for f in photos]
+meta = dict(encoder='efficientnet_lite0_imagenet', layer=-1, classes=classes,
+            data='foolbox ImageNet photos, 24 random-resized crops each; labels: the frozen lite0 classifier top-1',
+            command='python nbs/data/viz/lite0_heads.py', teacher_top1_vs_filename=sum(int(a == b) for a, b in zip(vy.tolist(), true)) / 20)
+# A plain loop, trained to the last epoch: the 20 validation crops saturate after one epoch, so keeping the best
+# epoch (as fit_probes does) would keep heads whose attention has not moved from its (uniform) initialisation.
+rows = []
+for name, spec, kw, epochs in [('ep', 'ep', {}, 40), ('ep8', 'ep', dict(num_queries=8), 40), ('mhca', 'mhca', {}, 12)]:
+    torch.manual_seed(0); p = create_probe(spec, 1280, len(classes), **kw)
+    opt = torch.optim.AdamW(p.parameters(), lr=3e-3, weight_decay=0.05)
+    steps = epochs * math.ceil(len(tp) / 64); sched = torch.optim.lr_scheduler.OneCycleLR(opt, 3e-3, total_steps=steps, pct_start=0.1)
+    t0 = time.time(); p.train()
+    for e in range(epochs):
+        for idx in torch.randperm(len(tp)).split(64):
+            loss = F.cross_entropy(p(tp[idx]), y_tr[idx]); opt.zero_grad(); loss.backward(); opt.step(); sched.step()
+    p.eval()
+    with torch.no_grad(): acc = (p(vp).argmax(-1) == y_val).float().mean().item()
+    rows.append(dict(probe=name, epochs=epochs, params=n_params(p), final_train_loss=loss.item(), val_top1=acc, train_s=time.time() - t0))
+    print(rows[-1], flush=True)
+    save_head(p, out/f'lite0_{name}', val_top1=acc, epochs=epochs, **meta)
+pd.DataFrame(rows).set_index('probe').assign(classes=len(classes), train_views=len(tp)).to_csv(out/'lite0_results.csv')
