@@ -8,6 +8,7 @@ __all__ = ['CachedTokens', 'cached_dl', 'load_data', 'torchvision_compose', 'run
 
 # %% ../nbs/11_cli.ipynb #d99eebed
 import json, time, warnings
+from functools import partial
 from pathlib import Path
 import numpy as np, torch
 from fastcore.script import call_parse
@@ -91,6 +92,19 @@ def _cache_dls(enc, tr, te, tr_idx, va_idx, bs, cache_dir, name, workers, progre
     return dls, cached_dl(CachedTokens(c_te), bs, device=dev), (c_tr, c_te, t.idxs)
 
 # %% ../nbs/11_cli.ipynb #0a4c05bc
+def _attention_png(learn, folder, enc, te, classes, n:int=6):
+    "Write `attention.png`: the first attentive probe's maps on `n` test images, one per class where possible"
+    from ep_probing.viz import save_attention_figure
+    m = learn.model
+    label = next((k for k, p in m.probes.items() if p.tokens != 'prefix' and hasattr(p.pool, 'attn_weights') and not getattr(p.pool, 'grid', False)), None)
+    if label is None: return
+    ys = targets_of(te); idx = [int(np.flatnonzero(ys == c)[0]) for c in np.unique(ys)][:n]
+    x = torch.stack([enc.transform()(te[i][0]) for i in idx])
+    patch, prefix = [t.cpu() for t in enc.forward_tokens(x)[m.layer_of[label]]]
+    probe = m.probes[label].eval().cpu()
+    save_attention_figure(probe, x, patch, prefix, Path(folder)/'attention.png', mean=enc.mean, std=enc.std,
+                          titles=[f'{classes[ys[i]]}: {label}' for i in idx])
+
 def _stream_dls(enc, tr, te, tr_idx, va_idx, bs, workers, dev):
     "DataLoaders of images for streaming through the encoder: the paper's augmentation (random resized crop, flip) for train"
     import timm.data
@@ -138,8 +152,9 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
     meta = dict(encoder=enc.name, weights_sha256=enc.weights_hash(), data=dname, classes=classes, layers=L, embed_dim=enc.embed_dim,
                 num_prefix_tokens=enc.num_prefix_tokens, img_size=list(enc.img_size), mean=list(enc.mean), std=list(enc.std))
     specs = _specs_layers(probes, L)
+    finish = partial(_attention_png, enc=enc, te=te, classes=classes)
     learn = fit_probes(dls, specs, len(classes), enc.embed_dim, epochs=epochs, out=out, resume=resume, seed=seed, amp=amp,
-                       progress=progress, meta=meta, test_dl=test_dl, encoder=enc if stream else None, layer_order=L,
+                       progress=progress, meta=meta, test_dl=test_dl, encoder=enc if stream else None, layer_order=L, finish=finish,
                        depth=enc0.depth, opt=opt, blr=blr, lr=lr)
     learn.meta, learn.total_s, learn.caches = meta, time.perf_counter() - t0, caches
     if knn:

@@ -274,7 +274,7 @@ def _run(learn, cbs, epochs, start, t_before, out, work, amp, progress, test_dl=
     learn.results = _results(learn, next(c for c in cbs if isinstance(c, BestHeads)), t_before + time.perf_counter() - t0, epochs)
     if test_dl is not None:
         for l, v in evaluate_probes(learn.model, test_dl).items(): learn.results.loc[l, ['test_top1', 'test_top5']] = v['top1'], v['top5']
-    if finish is not None and rank_distrib() == 0: finish(learn, work)
+    if finish is not None and work is not None and rank_distrib() == 0: finish(learn, work)
     if out is not None and rank_distrib() == 0:
         atomic_write(work/'results.csv', lambda t: learn.results.to_csv(t))
         atomic_write(work/'results.json', lambda t: learn.results.reset_index().to_json(t, orient='records', indent=1))
