@@ -22,7 +22,7 @@ from pathlib import Path
 root = Path(__file__).resolve().parent.parent
 NBS, PROC = root/'nbs', root/'_proc'
 # page stem -> what it must show: 'table' (a table in an output cell), 'figure' (a loaded image in an output cell)
-KEY_PAGES = {'index': {'table'}, '12_viz': {'figure'}}
+KEY_PAGES = {'index': {'table', 'figure'}, '12_viz': {'figure'}}
 CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',
                   '--no-first-run', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
                   '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost',   # offline: CDN scripts fail at once
