@@ -153,7 +153,7 @@ def stored_errors(nb):
 PAGE_JS = r"""
 const out = '.jp-OutputArea-output, .output_area, .output_subarea';
 const imgs = [...document.images].map(i => ({src: (i.getAttribute('src') || '').slice(0, 80),
-    ok: i.complete && i.naturalWidth > 0, inOutput: !!i.closest(out)}));
+    ok: i.complete && i.naturalWidth > 0, inOutput: !!i.closest(out), width: i.naturalWidth}));
 const tb = /Traceback \(most recent call last\)|^\w*(Error|Exception)\b.*Traceback/m;  // not warnings on stderr
 const errors = [...document.querySelectorAll('.output_error')].map(e => e.innerText)
     .concat([...document.querySelectorAll(out)].map(e => e.innerText).filter(t => tb.test(t)));
@@ -166,7 +166,8 @@ def page_problems(info, needs=()):
     "Problems of one page from what `PAGE_JS` found in it; `needs` is a subset of {'table', 'figure'}"
     res = [f"broken image {i['src']!r}" for i in info['imgs'] if not i['ok']]
     res += [f"error output: {e.strip().splitlines()[-1][:160] if e.strip() else '(empty)'}" for e in dict.fromkeys(info['errors'])]
-    if 'figure' in needs and not any(i['ok'] and i['inOutput'] for i in info['imgs']): res.append('no figure (no loaded image in an output cell)')
+    # a figure: a loaded image in an output cell, or a gallery PNG (>= 200 px wide) the page shows from its markdown
+    if 'figure' in needs and not any(i['ok'] and (i['inOutput'] or i.get('width', 0) >= 200) for i in info['imgs']): res.append('no figure (no loaded image in an output cell or gallery)')
     if 'table' in needs and not info['tables']: res.append('no table in an output cell')
     return res
 

@@ -67,7 +67,7 @@ def test_broken_image_and_error_outputs_fail(site):
 def test_key_page_without_figure_or_table_fails(site):
     _, _, infos = site
     assert dc.page_problems(infos['02_plain'], {'figure', 'table'}) == [
-        'no figure (no loaded image in an output cell)', 'no table in an output cell']
+        'no figure (no loaded image in an output cell or gallery)', 'no table in an output cell']
 
 def test_attention_page_falls_back_to_a_page_with_a_figure(site):
     proc, pages, _ = site
