@@ -12,6 +12,7 @@ from pathlib import Path
 import torch, torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 from fastcore.script import call_parse
+from .core import atomic_write
 from .probes import create_probe, probe_registry, n_params
 
 # %% ../nbs/04b_bench.ipynb #983bef67
@@ -140,13 +141,6 @@ def bench_ratios(df, ref:str='ep')->list:
     return out
 
 # %% ../nbs/04b_bench.ipynb #e7ac9984
-def _atomic_csv(df, path):
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix='.tmp'); os.close(fd)
-    try: df.to_csv(tmp); os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp): os.unlink(tmp)
-
 @call_parse
 def ep_bench(probes:str='ep,ep_value_first,mhca', # comma-separated probes (ep_value_first: EP in the paper's order) or 'all'
              batch_size:int=64, # B
@@ -169,7 +163,7 @@ def ep_bench(probes:str='ep,ep_value_first,mhca', # comma-separated probes (ep_v
         print(df)
     if ref in df.index:
         for l in bench_ratios(df, ref): print(l)
-    if csv: _atomic_csv(df, csv); print(f"wrote {csv}")
+    if csv: atomic_write(csv, lambda t: df.to_csv(t)); print(f"wrote {csv}")
 
 # %% ../nbs/04b_bench.ipynb #cdd75c7b
 def plot_bench(df, # a `bench_probes` result (or its CSV read back)

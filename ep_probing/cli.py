@@ -17,7 +17,8 @@ from fastai.data.core import DataLoaders
 from .encoders import create_encoder, ConvertImage
 from .cache import extract_features, FeatureCache
 from .data import FashionMNIST, image_folder, targets_of, low_shot_indices, stratified_split, TransformDataset
-from .fit import fit_probes, atomic_write
+from .core import atomic_write
+from .fit import fit_probes
 from .train import split_specs
 from .knn import knn_sweep, global_features
 

@@ -15,7 +15,8 @@ from fastai.data.core import DataLoaders
 from .encoders import create_encoder
 from .data import low_shot_indices, stratified_split
 from .cli import load_data, _layers, _subset_idx, _cache_dls, CachedTokens, cached_dl, knn_eval
-from .fit import fit_probes, atomic_write
+from .core import atomic_write
+from .fit import fit_probes
 from .probes import list_probes
 from .train import parse_probe_spec
 from .zoo import zoo_kwargs

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['mae_fmnist_stem', 'patchify', 'unpatchify', 'random_masking', 'MaskedAutoencoder', 'mae_loss', 'cosine_lr',
-           'save_atomic', 'param_groups', 'mae_train', 'save_encoder', 'load_encoder', 'ep_pretrain', 'extract_tokens',
-           'train_probe', 'frozen_probe_eval', 'mae_fmnist_eval']
+           'param_groups', 'mae_train', 'save_encoder', 'load_encoder', 'ep_pretrain', 'extract_tokens', 'train_probe',
+           'frozen_probe_eval', 'mae_fmnist_eval']
 
 # %% ../nbs/08_mae.ipynb #92a3abad
 import json, math, os, sys, time, torch, torch.nn as nn, torch.nn.functional as F
@@ -17,6 +17,8 @@ from timm.layers import trunc_normal_
 from fastcore.basics import store_attr, patch
 from fastcore.script import call_parse
 from fastprogress.fastprogress import master_bar, progress_bar
+from functools import partial
+from .core import atomic_write
 
 # %% ../nbs/08_mae.ipynb #493089ac
 def patchify(imgs:torch.Tensor, # images `(B, C, H, W)`
@@ -134,12 +136,6 @@ def cosine_lr(step:int, # global step
     return min_lr + (lr - min_lr) * 0.5 * (1 + math.cos(math.pi * t))
 
 # %% ../nbs/08_mae.ipynb #32f0d44c
-def save_atomic(obj, fn:str|Path, # destination
-                save=torch.save): # `save(obj, path)`
-    "Write `obj` to a temporary file beside `fn`, then `os.replace` it, so `fn` is never half written"
-    fn = Path(fn); tmp = fn.with_name(fn.name + '.tmp')
-    save(obj, tmp); os.replace(tmp, fn)
-
 def param_groups(m:nn.Module, wd:float):
     "AdamW groups: weight decay on matrices only"
     decay = [p for p in m.parameters() if p.requires_grad and p.ndim >= 2 and p.shape[0] > 1]
@@ -191,7 +187,7 @@ def mae_train(mae:MaskedAutoencoder, # the model to train
             opt.zero_grad(); loss.backward(); opt.step(); tot += loss.item()
         losses.append(tot / n_batches); times.append(time.time() - t0)
         mb.write(f"epoch {epoch+1}/{epochs}: loss {losses[-1]:.4f} ({times[-1]:.0f} s)")
-        if ckpt is not None: save_atomic(dict(model=mae.state_dict(), opt=opt.state_dict(), epoch=epoch+1, losses=losses, times=times), ckpt)
+        if ckpt is not None: atomic_write(ckpt, partial(torch.save, dict(model=mae.state_dict(), opt=opt.state_dict(), epoch=epoch+1, losses=losses, times=times)))
         if on_epoch is not None: on_epoch(epoch, losses, times)
     return losses
 
@@ -207,8 +203,8 @@ def save_encoder(encoder:VisionTransformer, # the pretrained ViT
     if missing: raise ValueError(f"meta lacks {sorted(missing)}; they are needed to rebuild and feed the encoder")
     sd = {k: (v.half() if half else v.float()).contiguous().cpu() for k, v in encoder.state_dict().items()}
     stem = Path(stem)
-    save_atomic(sd, stem.with_name(stem.name + '.safetensors'), save_file)
-    save_atomic(meta, stem.with_name(stem.name + '.json'), lambda o, f: Path(f).write_text(json.dumps(o, indent=1)))
+    atomic_write(stem.with_name(stem.name + '.safetensors'), partial(save_file, sd))
+    atomic_write(stem.with_name(stem.name + '.json'), lambda t: Path(t).write_text(json.dumps(meta, indent=1)))
 
 # %% ../nbs/08_mae.ipynb #7862762b
 def load_encoder(stem:str|Path, # `{stem}.safetensors` and `{stem}.json`
