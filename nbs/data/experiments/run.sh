@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The heavy runs behind nbs/13_experiments.ipynb, on the embedded MAE encoder and the Fashion-MNIST
+# test split (10,000 images). Each writes <name>.csv (one row per probe and seed) and <name>.json
+# (the exact command, wall seconds, threads, the encoder's weights hash, library versions).
+# From the repository root:  bash nbs/data/experiments/run.sh [compare|layers|lowshot|queries ...]
+set -euo pipefail
+cd "$(dirname "$0")"
+runs=${*:-compare layers lowshot queries}
+for r in $runs; do
+  case $r in
+    compare) ep_experiment --which compare --out compare.csv --train_size 10000 --seeds 0,1,2 ;;  # 9,000 train / 1,000 validation
+    layers)  ep_experiment --which layers  --out layers.csv  --train_size 10000 --seeds 0,1,2 ;;
+    lowshot) ep_experiment --which lowshot --out lowshot.csv --seeds 0,1,2 ;;                     # subsets of the 54,000 train / 6,000 validation
+    queries) ep_experiment --which queries --out queries.csv --train_size 10000 --seeds 0,1,2 ;;
+    *) echo "unknown run $r: choose from compare layers lowshot queries"; exit 1 ;;
+  esac
+done
