@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['Prepared', 'run_probes', 'probe_costs', 'compare_probes', 'summarise', 'ep_claims', 'plot_compare', 'layerwise',
-           'plot_layers', 'lowshot', 'plot_lowshot', 'num_queries', 'plot_queries', 'ep_experiment']
+           'plot_layers', 'knn_valid_test', 'lowshot', 'plot_lowshot', 'num_queries', 'plot_queries', 'ep_experiment']
 
 # %% ../nbs/13_experiments.ipynb #f0c3ea34
 import json, time, inspect, math, timm, fastai
@@ -14,7 +14,8 @@ from fastcore.script import call_parse
 from fastai.data.core import DataLoaders
 from .encoders import create_encoder
 from .data import low_shot_indices, stratified_split
-from .cli import load_data, _layers, _subset_idx, _cache_dls, CachedTokens, cached_dl, knn_eval
+from .cli import load_data, _layers, _subset_idx, _cache_dls, CachedTokens, cached_dl, _global
+from .knn import knn_sweep
 from .core import atomic_write
 from .fit import fit_probes
 from .probes import list_probes
@@ -27,8 +28,9 @@ from .bench import bench_time, count_macs
 class Prepared:
     "Cached train/test tokens of `encoder` on `data`, with a seeded stratified train/validation split"
     def __init__(self, encoder='mae_fmnist', data:str='fashion_mnist', layers:str='-1', train_size:int=0, test_size:int=0,
-                 valid_pct:float=0.1, seed:int=0, cache_dir='~/.cache/ep_probing/features', bs:int=256, progress:bool=True):
-        enc0 = create_encoder(encoder, layers=-1)
+                 valid_pct:float=0.1, seed:int=0, cache_dir='~/.cache/ep_probing/features', bs:int=256, progress:bool=True,
+                 pretrained:bool=False, checkpoint=None): # timm names: download the weights, or load a local file
+        enc0 = create_encoder(encoder, layers=-1, pretrained=pretrained, checkpoint=checkpoint)
         self.layers = _layers(layers, enc0.depth)
         enc = create_encoder(enc0.model, layers=self.layers); enc.name, enc.data_config = enc0.name, enc0.data_config
         tr, te, self.classes, self.name = load_data(data, channels=enc.in_chans)
@@ -121,9 +123,15 @@ def plot_compare(s:pd.DataFrame, # `summarise` of a probe comparison
     return ax.figure
 
 # %% ../nbs/13_experiments.ipynb #d3d3e4ef
+def _at(spec:str, layer:int)->str:
+    "`spec` reading block `layer`: the `@layer` goes after the probe name, before any options"
+    name, sep, opts = spec.partition(':')
+    if '@' in name: raise ValueError(f"probe {spec!r} already names a block; give layerwise plain probes, e.g. 'ep:num_queries=8'")
+    return f'{name}@{layer}{sep}{opts}'
+
 def layerwise(p:Prepared, probes=('lp', 'ep'), seed:int=0, epochs:int=10, **kwargs)->pd.DataFrame:
     "Test top-1 of each probe at every prepared layer, trained together"
-    return run_probes(p, [f'{n}@{l}' for n in probes for l in p.layers], seed, epochs, **kwargs)
+    return run_probes(p, [_at(n, l) for n in probes for l in p.layers], seed, epochs, **kwargs)
 
 # %% ../nbs/13_experiments.ipynb #e628eb6a
 def _mean_std(df, by):
@@ -143,10 +151,22 @@ def plot_layers(df:pd.DataFrame, # rows of `layerwise` (any number of seeds)
     return ax.figure
 
 # %% ../nbs/13_experiments.ipynb #232f08c0
+def knn_valid_test(p:Prepared, rows, # rows of the train cache that form the k-NN memory
+                   ks=(1, 5, 10, 20, 50, 100, 200), Ts=(0.07, 0.1, 0.2))->tuple:
+    "Weighted k-NN on the last prepared layer's global feature ([CLS], else GAP): `(k, T)` chosen on the validation rows; (valid top-1, test top-1, (k, T))"
+    c_tr, c_te = p.caches[:2]; L, kind = p.layers[-1], 'cls' if c_tr.num_prefix_tokens else 'gap'
+    va_rows, rows = np.asarray(p.dls.valid.dataset.idxs), np.asarray(rows)
+    f_tr, f_va, f_te = _global(c_tr, rows, L, kind), _global(c_tr, va_rows, L, kind), _global(c_te, np.arange(len(c_te)), L, kind)
+    ks = tuple(k for k in ks if k <= len(rows)) or (1,)
+    va = knn_sweep(f_tr, c_tr.labels[rows], f_va, c_tr.labels[va_rows], ks, Ts)
+    te = knn_sweep(f_tr, c_tr.labels[rows], f_te, c_te.labels, ks, Ts)
+    k, T = va.stack().idxmax()                                                    # best on validation, never on test
+    return va.loc[k, T], te.loc[k, T], (int(k), float(T.removeprefix('T=')))
+
 def lowshot(p:Prepared, ks=(1, 2, 5, 10, 25, 100), fracs=(0.01, 0.1), seeds=(0, 1, 2), probes=('lp', 'ep'), epochs:int=10,
             min_steps:int=200, # train at least this many steps: more epochs for small subsets
             **kwargs)->pd.DataFrame:
-    "Test top-1 of `probes` and k-NN (best over the sweep) with `k` labelled images per class or a fraction `frac`"
+    "Test top-1 of `probes` and k-NN (its `k` and temperature chosen on validation) with `k` labelled images per class or a fraction `frac`"
     ys = p.caches[0].labels[np.asarray(p.dls.train.dataset.idxs)].numpy()
     lab = type('Labels', (), {'targets': ys, '__len__': lambda s: len(ys)})()
     rows = []
@@ -155,10 +175,9 @@ def lowshot(p:Prepared, ks=(1, 2, 5, 10, 25, 100), fracs=(0.01, 0.1), seeds=(0, 
             sub = low_shot_indices(lab, **{shots[0]: shots[1]}, seed=s)
             ep = max(epochs, math.ceil(min_steps / len(_train_rows(p, sub).train)))       # 10 images: 2 steps an epoch
             r = run_probes(p, list(probes), s, ep, sub=sub, **kwargs).assign(shots=f'{shots[1]}{"/class" if shots[0] == "k" else ""}', n_train=len(sub), epochs=ep)
-            kn = knn_eval(*p.caches[:2], tr_idx=p.dls.train.dataset.idxs[sub], layer=p.layers[-1], kinds=('cls',) if p.caches[0].num_prefix_tokens else ('gap',),
-                          ks=tuple(k for k in (1, 5, 10, 20, 50) if k <= len(sub)) or (1,))
-            best = max(df.values.max() for df in kn.values())
-            rows.append(r); rows.append(pd.DataFrame([dict(probe='knn', name='knn', layer=p.layers[-1], params=0, seed=s, test_top1=best, shots=r.shots[0], n_train=len(sub))]))
+            va, te, (k, T) = knn_valid_test(p, p.dls.train.dataset.idxs[sub])
+            rows.append(r); rows.append(pd.DataFrame([dict(probe='knn', name='knn', layer=p.layers[-1], params=0, seed=s, top1=va, test_top1=te,
+                                                           knn_k=k, knn_T=T, shots=r.shots[0], n_train=len(sub))]))
     return pd.concat(rows, ignore_index=True)
 
 # %% ../nbs/13_experiments.ipynb #4b5719c2
@@ -212,6 +231,9 @@ def _command(args:dict)->str:
 def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
                   out:str='experiment.csv', # CSV of per-seed rows (written atomically)
                   encoder:str='mae_fmnist', # encoder short name or timm name
+                  pretrained:bool=False, # timm names: download the pretrained weights (needs internet)
+                  checkpoint:str=None, # timm names: a local `.safetensors`/`.pth` file instead
+                  data:str='fashion_mnist', # 'fashion_mnist' or an image folder with train/ and test/
                   train_size:int=0, # stratified subset of train (0: all)
                   test_size:int=0, # stratified subset of test (0: all)
                   seeds:str='0,1,2', # comma-separated seeds
@@ -226,7 +248,8 @@ def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
     if which not in _which: raise ValueError(f"--which {which!r}: choose one of {', '.join(_which)}")
     sd = tuple(int(s) for s in seeds.split(','))
     t0 = time.perf_counter()
-    p = Prepared(encoder, layers='all' if which == 'layers' else '-1', train_size=train_size, test_size=test_size, cache_dir=cache_dir, bs=bs)
+    p = Prepared(encoder, data, layers='all' if which == 'layers' else '-1', train_size=train_size, test_size=test_size, cache_dir=cache_dir, bs=bs,
+                 pretrained=pretrained, checkpoint=checkpoint)
     kw = dict(epochs=epochs, opt=opt, blr=blr)
     if which == 'compare': df = compare_probes(p, seeds=sd, **kw)
     elif which == 'layers': df = pd.concat([layerwise(p, seed=s, **kw) for s in sd], ignore_index=True)
