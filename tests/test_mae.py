@@ -63,12 +63,26 @@ def test_shipped_asset():
     p = meta['provenance']
     for k in ('command', 'seed', 'epochs', 'epochs_done', 'loss_curve', 'data_sha256', 'versions', 'wall_seconds', 'probe_eval'):
         assert k in p, k
-    assert p['epochs_done'] == len(p['loss_curve']) <= p['epochs'] and p['command'].startswith('ep_pretrain')
+    assert p['epochs_done'] == len(p['loss_curve']) == p['epochs'] and p['command'].startswith('ep_pretrain')
+    assert p['epochs'] > 8, "the issue asks for longer pretraining than its own 8-epoch trial"
     assert p['loss_curve'][-1] < p['loss_curve'][0]
     assert p['data_sha256'] == {f.name: sha256(f) for f in FashionMNIST('train').files}
     acc = p['probe_eval']
-    assert acc['mae']['ep'] > acc['mae']['cls'] + 1 and acc['mae']['ep'] > acc['random_init']['ep']
+    assert acc['mae']['ep'] >= acc['mae']['cls'] + 4 and acc['mae']['ep'] > acc['mae']['gap']    # EP clearly beats LP on [CLS]
+    assert all(acc['mae'][k] > acc['random_init'][k] for k in ('cls', 'gap', 'ep', 'mhca'))       # pretraining helps every probe
     # real images through the encoder: finite tokens of the right shape
     x = (FashionMNIST('test').images[:4, None].float() / 255 - meta['mean'][0]) / meta['std'][0]
     (t, pre), = enc.forward_intermediates(x, indices=[5], output_fmt='NLC', intermediates_only=True, return_prefix_tokens=True)
     assert t.shape == (4, 49, 192) and pre.shape == (4, 1, 192) and torch.isfinite(t).all()
+
+def test_short_name_loads_the_shipped_asset():
+    "`create_encoder('mae_fmnist')` is the shipped ViT: same weights, frozen, its own normalisation, tokens from every block"
+    from ep_probing.encoders import create_encoder
+    enc = create_encoder('mae_fmnist', layers=[0, 5])
+    vit, meta = load_encoder(mae_fmnist_stem)
+    assert enc.name == 'mae_fmnist' and tuple(enc.mean) == tuple(meta['mean']) and tuple(enc.std) == tuple(meta['std'])
+    assert all(torch.equal(a, b) for a, b in zip(enc.model.state_dict().values(), vit.state_dict().values()))
+    assert not any(p.requires_grad for p in enc.parameters()) and not enc.model.training
+    x = (FashionMNIST('test').images[:2, None].float() / 255 - meta['mean'][0]) / meta['std'][0]
+    out = enc.forward_tokens(x)
+    assert sorted(out) == [0, 5] and out[5][0].shape == (2, 49, 192) and out[5][1].shape == (2, 1, 192)
