@@ -108,17 +108,28 @@ def ep_claims(s:pd.DataFrame, # `summarise` of a probe comparison
     return r
 
 # %% ../nbs/13_experiments.ipynb #5fba1567
+def _clusters(x, y, dx:float=0.08, dy:float=0.45)->list:
+    "Groups of positions whose points lie within `dx` (log10 params) and `dy` (points) of the group's first"
+    groups = []
+    for i in np.argsort(x.values, kind='stable'):
+        for g in groups:
+            if abs(x.iloc[g[0]] - x.iloc[i]) < dx and abs(y.iloc[g[0]] - y.iloc[i]) < dy: g.append(i); break
+        else: groups.append([i])
+    return groups
+
 def plot_compare(s:pd.DataFrame, # `summarise` of a probe comparison
                  ax=None, highlight=('ep',), title:str=None):
     "Mean test top-1 (with the std over seeds) against trainable parameters, one labelled point per probe"
     import matplotlib.pyplot as plt
     if ax is None: _, ax = plt.subplots(figsize=(7, 4.5))
     for k, r in s.iterrows():
-        hl = k in highlight
-        ax.errorbar(r.params, r.top1_mean, yerr=r.top1_std, fmt='o', ms=8 if hl else 5, capsize=3, color='C3' if hl else 'C0')
-        ax.annotate(k.split('_num_tokens')[0], (r.params, r.top1_mean), xytext=(4, 3), textcoords='offset points',
-                    fontsize=9, fontweight='bold' if hl else 'normal')
-    ax.set_xscale('log'); ax.set_xlabel('trainable parameters (log)'); ax.set_ylabel('test top-1 (%)')
+        ax.errorbar(r.params, r.top1_mean, yerr=r.top1_std, fmt='o', ms=8 if k in highlight else 5, capsize=3, color='C3' if k in highlight else 'C0')
+    lx = np.log10(s.params.clip(lower=1))
+    for g in _clusters(lx, s.top1_mean):                                           # one label for points that would overlap
+        names = [s.index[i].split('_num_tokens')[0] for i in g]; top = max(g, key=lambda i: s.top1_mean.iloc[i])
+        ax.annotate(', '.join(names), (s.params.iloc[top], s.top1_mean.iloc[top]), xytext=(4, 3), textcoords='offset points',
+                    fontsize=9, fontweight='bold' if any(s.index[i] in highlight for i in g) else 'normal')
+    ax.set_xscale('log'); ax.set_xlim(right=s.params.max() * 10)                 # room for the right-most labels; ax.set_xlabel('trainable parameters (log)'); ax.set_ylabel('test top-1 (%)')
     ax.grid(alpha=.3); ax.set_title(title or 'Probe comparison')
     return ax.figure
 
