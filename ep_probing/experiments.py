@@ -101,10 +101,10 @@ def ep_claims(s:pd.DataFrame, # `summarise` of a probe comparison
     att = s.drop(index=[k for k in (ep, lp, gap, 'cls', 'ep_value_first') if k in s.index])
     best = att.top1_mean.idxmax(); e = s.loc[ep]
     r = dict(ep=e.top1_mean, ep_minus_lp=e.top1_mean - s.loc[lp].top1_mean, ep_minus_gap=e.top1_mean - s.loc[gap].top1_mean,
-             best_attentive=best, best_top1=att.top1_mean[best], ep_minus_best=e.top1_mean - att.top1_mean[best],
-             params_ratio=e.params / att.params[best])
-    r.update(beats_lp=r['ep_minus_lp'] >= margin, beats_gap=r['ep_minus_gap'] > 0,
-             near_best=r['ep_minus_best'] >= -tol, lighter=r['params_ratio'] <= ratio)
+             best_top1=att.top1_mean[best], ep_minus_best=e.top1_mean - att.top1_mean[best], params_ratio=e.params / att.params[best])
+    r = {k: float(v) for k, v in r.items()}
+    r.update(best_attentive=best, beats_lp=bool(r['ep_minus_lp'] >= margin), beats_gap=bool(r['ep_minus_gap'] > 0),
+             near_best=bool(r['ep_minus_best'] >= -tol), lighter=bool(r['params_ratio'] <= ratio))
     return r
 
 # %% ../nbs/13_experiments.ipynb #5fba1567
