@@ -7,7 +7,7 @@ __all__ = ['Prepared', 'run_probes', 'probe_costs', 'compare_probes', 'summarise
            'plot_layers', 'knn_valid_test', 'lowshot', 'plot_lowshot', 'num_queries', 'plot_queries', 'ep_experiment']
 
 # %% ../nbs/13_experiments.ipynb #f0c3ea34
-import json, time, inspect, math, timm, fastai
+import json, time, math, timm, fastai
 from pathlib import Path
 import numpy as np, pandas as pd, torch
 from fastcore.script import call_parse
@@ -16,12 +16,11 @@ from .encoders import create_encoder
 from .data import low_shot_indices, stratified_split
 from .cli import load_data, _layers, _subset_idx, _cache_dls, CachedTokens, cached_dl, _global
 from .knn import knn_sweep
-from .core import atomic_write
+from .core import atomic_write, command_line
 from .fit import fit_probes
-from .probes import list_probes
+from .probes import list_probes, create_probe
 from .train import parse_probe_spec
 from .zoo import zoo_kwargs
-from .probes import create_probe
 from .bench import bench_time, count_macs
 
 # %% ../nbs/13_experiments.ipynb #00deaaaf
@@ -129,7 +128,8 @@ def plot_compare(s:pd.DataFrame, # `summarise` of a probe comparison
         names = [s.index[i].split('_num_tokens')[0] for i in g]; top = max(g, key=lambda i: s.top1_mean.iloc[i])
         ax.annotate(', '.join(names), (s.params.iloc[top], s.top1_mean.iloc[top]), xytext=(4, 3), textcoords='offset points',
                     fontsize=9, fontweight='bold' if any(s.index[i] in highlight for i in g) else 'normal')
-    ax.set_xscale('log'); ax.set_xlim(right=s.params.max() * 10)                 # room for the right-most labels; ax.set_xlabel('trainable parameters (log)'); ax.set_ylabel('test top-1 (%)')
+    ax.set_xscale('log'); ax.set_xlim(right=s.params.max() * 10)                 # room for the right-most labels
+    ax.set_xlabel('trainable parameters (log)'); ax.set_ylabel('test top-1 (%)')
     ax.grid(alpha=.3); ax.set_title(title or 'Probe comparison')
     return ax.figure
 
@@ -233,10 +233,6 @@ def plot_queries(df:pd.DataFrame, # rows of `num_queries`
 # %% ../nbs/13_experiments.ipynb #bbd5f48c
 _which = ('compare', 'layers', 'lowshot', 'queries')
 
-def _command(args:dict)->str:
-    "The `ep_experiment` command line that reproduces `args` (defaults left out)"
-    d = {k: v.default for k, v in inspect.signature(ep_experiment).parameters.items()}
-    return ' '.join(['ep_experiment'] + [f'--{k} {v}' for k, v in args.items() if v != d.get(k)])
 
 @call_parse
 def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
@@ -255,7 +251,7 @@ def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
                   cache_dir:str='~/.cache/ep_probing/features', # feature cache root
                  ):
     "Run one of the experiments on cached tokens and write its per-seed results as CSV"
-    args = {k: v for k, v in locals().items()}
+    args = dict(locals())
     if which not in _which: raise ValueError(f"--which {which!r}: choose one of {', '.join(_which)}")
     sd = tuple(int(s) for s in seeds.split(','))
     t0 = time.perf_counter()
@@ -268,7 +264,7 @@ def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
     else: df = num_queries(p, seeds=sd, **kw)
     atomic_write(out, lambda t: df.to_csv(t, index=False))
     info = p.caches[0].meta['info']
-    meta = dict(command=_command(args), seconds=round(time.perf_counter() - t0), threads=torch.get_num_threads(),
+    meta = dict(command=command_line(ep_experiment, args), seconds=round(time.perf_counter() - t0), threads=torch.get_num_threads(),
                 encoder=info['encoder'], n_train=len(p.tr_idx), n_valid=len(p.va_idx), n_test=len(p.test_dl.dataset),
                 versions={m.__name__: m.__version__ for m in (torch, timm, fastai)})
     atomic_write(Path(out).with_suffix('.json'), lambda t: Path(t).write_text(json.dumps(meta, indent=1)))

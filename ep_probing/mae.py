@@ -18,7 +18,7 @@ from fastcore.basics import store_attr, patch
 from fastcore.script import call_parse
 from fastprogress.fastprogress import master_bar, progress_bar
 from functools import partial
-from .core import atomic_write
+from .core import atomic_write, command_line
 
 # %% ../nbs/08_mae.ipynb #493089ac
 def patchify(imgs:torch.Tensor, # images `(B, C, H, W)`
@@ -222,11 +222,6 @@ import ep_probing
 mae_fmnist_stem = Path(ep_probing.__file__).parent/'assets'/'mae_fmnist_vit'  # the embedded encoder: `.safetensors` + `.json`
 
 # %% ../nbs/08_mae.ipynb #e80bed13
-def _command(args:dict, defaults:dict)->str:
-    "The `ep_pretrain` command line that reproduces `args`"
-    flags = [f"--{k} {v}" if not isinstance(v, bool) else f"--{k}" for k, v in args.items() if v != defaults.get(k) and v is not False]
-    return ' '.join(['ep_pretrain'] + flags)
-
 def _versions(): return dict(torch=torch.__version__, timm=timm.__version__, python=sys.version.split()[0])
 
 # %% ../nbs/08_mae.ipynb #74c014f1
@@ -255,7 +250,6 @@ def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{
     from ep_probing.data import FashionMNIST
     import inspect
     args = {k: v for k, v in locals().items() if k in inspect.signature(ep_pretrain).parameters}
-    defaults = {k: p.default for k, p in inspect.signature(ep_pretrain).parameters.items()}
     if threads: torch.set_num_threads(threads)
     ck = Path(out + '.ckpt')
     if restart and ck.exists(): ck.unlink()
@@ -267,7 +261,7 @@ def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{
     mae = MaskedAutoencoder(VisionTransformer(**kw), decoder_dim, decoder_depth, decoder_num_heads, mask_ratio)
     mae.to('cuda' if torch.cuda.is_available() else 'cpu')
     meta = dict(model_kwargs=kw, mean=[mean], std=[std], provenance=dict(
-        command=_command(args, defaults), args=args, seed=seed, epochs=epochs, data=f"Fashion-MNIST train, {len(images)} images",
+        command=command_line(ep_pretrain, args), args=args, seed=seed, epochs=epochs, data=f"Fashion-MNIST train, {len(images)} images",
         data_sha256=ds.sha256, versions=_versions(), device=str(next(mae.parameters()).device), threads=torch.get_num_threads()))
     def on_epoch(epoch, losses, times):
         meta['provenance'].update(epochs_done=epoch + 1, loss_curve=[round(l, 5) for l in losses], epoch_seconds=[round(t, 1) for t in times], wall_seconds=round(sum(times), 1))
