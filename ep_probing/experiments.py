@@ -21,7 +21,7 @@ from .fit import fit_probes
 from .probes import list_probes, create_probe
 from .train import parse_probe_spec
 from .zoo import zoo_kwargs
-from .bench import bench_time, count_macs
+from .bench import bench_batch, bench_table
 
 # %% ../nbs/13_experiments.ipynb #00deaaaf
 class Prepared:
@@ -62,10 +62,8 @@ def probe_costs(p:Prepared, specs:list, steps:int=3, warmup:int=1)->pd.DataFrame
     (N, C), P, K = p.caches[0].meta['shapes']['patch'][-2:], p.caches[0].num_prefix_tokens, len(p.classes)
     torch.manual_seed(0); ds = [parse_probe_spec(s) for s in specs]
     ps = {d['label']: create_probe(d['name'], C, K, **d['kwargs']) for d in ds}
-    g = torch.Generator().manual_seed(0)
-    x, pre, y = torch.randn(p.bs, N, C, generator=g), torch.randn(p.bs, P, C, generator=g), torch.randint(0, K, (p.bs,), generator=g)
-    ms = bench_time(ps, x, pre, y, steps, warmup)
-    return pd.DataFrame([dict(probe=k, step_ms=ms[k], mmacs=count_macs(lambda: m.eval()(x[:1], pre[:1]), m) / 1e6) for k, m in ps.items()])
+    b = bench_table(ps, *bench_batch(p.bs, N, C, K, num_prefix=P), steps, warmup, memory=False)
+    return b.reset_index()[['probe', 'ms', 'fwd_mmacs_per_img']].rename(columns=dict(ms='step_ms', fwd_mmacs_per_img='mmacs'))
 
 def _sized(spec:str, num_tokens:int)->str:
     "`spec` with the options its pool needs for `num_tokens` patch tokens (CLIP's positional embedding) appended"

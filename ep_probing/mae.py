@@ -8,7 +8,7 @@ __all__ = ['mae_fmnist_stem', 'patchify', 'unpatchify', 'random_masking', 'Maske
            'frozen_probe_eval', 'mae_fmnist_eval']
 
 # %% ../nbs/08_mae.ipynb #92a3abad
-import json, math, os, sys, time, torch, torch.nn as nn, torch.nn.functional as F
+import json, math, sys, time, torch, torch.nn as nn, torch.nn.functional as F
 import timm
 from pathlib import Path
 from timm.models import VisionTransformer
