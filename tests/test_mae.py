@@ -76,7 +76,7 @@ def test_shipped_asset():
     assert t.shape == (4, 49, 192) and pre.shape == (4, 1, 192) and torch.isfinite(t).all()
 
 def test_short_name_loads_the_shipped_asset():
-    "`create_encoder('mae_fmnist')` is the shipped ViT: same weights, frozen, its own normalisation, tokens from every block"
+    "`create_encoder('mae_fmnist')` is the shipped ViT: same weights, frozen, its own normalisation, tokens of the blocks asked for"
     from ep_probing.encoders import create_encoder
     enc = create_encoder('mae_fmnist', layers=[0, 5])
     vit, meta = load_encoder(mae_fmnist_stem)
