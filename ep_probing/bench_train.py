@@ -14,7 +14,7 @@ from fastai.callback.core import Callback
 from fastai.data.core import DataLoaders
 from .encoders import create_encoder
 from .cache import extract_features, FeatureCache
-from .cli import CachedTokens, cached_dl
+from .pipeline import CachedTokens, cached_dl
 from .fit import fit_probes
 
 # %% ../nbs/11a_bench_train.ipynb #a2892fdf

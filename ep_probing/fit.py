@@ -8,6 +8,7 @@ __all__ = ['save_head', 'load_head', 'SeedEpoch', 'BestHeads', 'Checkpoint', 'Ap
 
 # %% ../nbs/09a_fit.ipynb #9dc26c52
 import json, os, random, shutil, tempfile, time
+from dataclasses import replace
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn
 from fastcore.basics import store_attr, patch
@@ -21,7 +22,7 @@ from fastai.torch_core import rank_distrib, num_distrib
 from safetensors.torch import save_file, load_file
 from .core import atomic_write
 from .probes import create_probe, Probe, n_params
-from .train import Lars, warmup_cosine, parse_probe_spec, split_specs, ProbeSet, probes_loss, ProbeTopK
+from .train import Lars, warmup_cosine, ProbeSpec, parse_specs, ProbeSet, probes_loss, ProbeTopK
 
 # %% ../nbs/09a_fit.ipynb #7bc8c938
 def save_head(probe:Probe, # a probe made by `create_probe` (it carries `.config`)
@@ -126,17 +127,17 @@ def _resolve_layer(layer, default, depth):
         return layer % depth
     return layer
 
-def build_probes(specs:list, dim:int, num_classes:int, depth:int=None, default_layer:int=None):
-    "Create the probes of `specs`: `(probes, layers, parsed specs)` keyed by unique labels"
-    if isinstance(specs, str): specs = split_specs(specs)
+def build_probes(specs:list, # `ProbeSpec`s (strings are parsed)
+                 dim:int, num_classes:int, depth:int=None, default_layer:int=None):
+    "Create the probes of `specs`: `(probes, layers, specs)`, each a dict keyed by the specs' module keys"
+    specs = parse_specs(specs)
     if not specs: raise ValueError("no probes given; pass e.g. ['lp', 'gap', 'ep', 'mhca']")
     probes, layers, parsed = {}, {}, {}
     for s in specs:
-        d = parse_probe_spec(s)
-        if d['label'] in probes: raise ValueError(f"probe {s!r} is given twice; give each probe a distinct spec")
-        d['layer'] = _resolve_layer(d['layer'], default_layer, depth)
-        probes[d['label']] = create_probe(d['name'], dim, num_classes, **d['kwargs'])
-        layers[d['label']], parsed[d['label']] = d['layer'], d
+        if s.key in probes: raise ValueError(f"probe {s.text!r} is given twice; give each probe a distinct spec")
+        s = replace(s, layer=_resolve_layer(s.at if s.layer is None else s.layer, default_layer, depth))
+        probes[s.key] = create_probe(s.name, dim, num_classes, **s.kwargs)
+        layers[s.key], parsed[s.key] = s.layer, s
     return probes, layers, parsed
 
 # %% ../nbs/09a_fit.ipynb #6fd7c48c
@@ -159,9 +160,9 @@ def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached
     model = ProbeSet(probes, layers, encoder, layer_order)
     bs = dls.train.bs * max(num_distrib(), 1)                # the global batch under DDP
     blr = blr if blr is not None else 0.1 if opt == 'lars' else 1e-3
-    lrs = np.array([d['lr'] or lr or (d['blr'] or blr) * bs / 256 for d in parsed.values()])
+    lrs = np.array([d.lr or lr or (d.blr or blr) * bs / 256 for d in parsed.values()])
     opt_func = (lambda ps, lr: Lars(ps, lr=lr, wd=wd)) if opt == 'lars' else (lambda ps, lr: Adam(ps, lr=lr, wd=wd or 1e-4, decouple_wd=True))
-    metrics = [ProbeTopK(i, k, l) for i, l in enumerate(probes) for k in (1, 5)]
+    metrics = [ProbeTopK(i, k, s.label) for i, s in enumerate(parsed.values()) for k in (1, 5)]
     learn = Learner(dls, model, loss_func=probes_loss, opt_func=opt_func, metrics=metrics, lr=lrs,
                     splitter=lambda m: [list(p.parameters()) for p in m.probes.values()])
     learn.specs, learn.probe_lrs = parsed, lrs
@@ -206,7 +207,7 @@ def _publish(work:Path, out:Path):
 def _results(learn, bh, t_fit, epochs_run):
     import pandas as pd
     m = _bare(learn.model)
-    rows = [dict(probe=k, name=learn.specs[k]['name'], layer=m.layer_of[k], params=n_params(p), lr=float(lr),
+    rows = [dict(probe=learn.specs[k].label, name=learn.specs[k].name, layer=m.layer_of[k], params=n_params(p), lr=float(lr),
                  top1=bh.best.get(k, {}).get('top1'), top5=bh.best.get(k, {}).get('top5'), best_epoch=bh.best.get(k, {}).get('epoch'),
                  train_s=t_fit, s_per_epoch=t_fit / max(epochs_run, 1))
             for (k, p), lr in zip(m.probes.items(), learn.probe_lrs)]
@@ -265,7 +266,7 @@ def _run(learn, cbs, epochs, start, t_before, out, work, amp, progress, test_dl=
     learn.fit(epochs, cbs=cbs, start_epoch=start)
     learn.results = _results(learn, next(c for c in cbs if isinstance(c, BestHeads)), t_before + time.perf_counter() - t0, epochs)
     if test_dl is not None:
-        for l, v in evaluate_probes(learn.model, test_dl).items(): learn.results.loc[l, ['test_top1', 'test_top5']] = v['top1'], v['top5']
+        for k, v in evaluate_probes(learn.model, test_dl).items(): learn.results.loc[learn.specs[k].label, ['test_top1', 'test_top5']] = v['top1'], v['top5']
     if finish is not None and work is not None and rank_distrib() == 0: finish(learn, work)
     if out is not None and rank_distrib() == 0:
         atomic_write(work/'results.csv', lambda t: learn.results.to_csv(t))

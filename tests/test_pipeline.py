@@ -2,7 +2,7 @@
 import tempfile
 from pathlib import Path
 import pytest, timm, torch
-from ep_probing.cli import run_probing
+from ep_probing.pipeline import run_probing
 
 def tiny_vit():
     torch.manual_seed(0)
