@@ -25,7 +25,7 @@ def skipped(cell)->bool:
 def execute(fn:Path)->bool:
     nb = read_nb(fn)
     for c in nb.cells:
-        if c.cell_type == 'code' and skipped(c): c.outputs, c.execution_count = [], None
+        if c.cell_type == 'code': c.outputs, c.execution_count = [], None     # execnb keeps the old output of a cell that prints nothing
     os.environ['IN_TEST'] = '1'
     sh = CaptureShell(fn)
     sh.run('import warnings; warnings.filterwarnings("ignore", category=FutureWarning)')
