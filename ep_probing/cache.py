@@ -4,14 +4,15 @@
 
 # %% auto #0
 __all__ = ['dataset_fingerprint', 'encoder_identity', 'cache_key', 'human_bytes', 'check_free_space', 'write_shard', 'read_shard',
-           'is_complete', 'extract_features', 'FeatureCache']
+           'is_complete', 'damaged_shards', 'extract_features', 'FeatureCache']
 
 # %% ../nbs/07_cache.ipynb #8bdbf779
-import errno, hashlib, json, os, shutil, time, warnings
+import errno, hashlib, json, os, shutil, sys, time, warnings
 from pathlib import Path
 import numpy as np, torch
 from torch.utils.data import Dataset, DataLoader
 from fastcore.basics import patch
+from fastcore.imports import IN_NOTEBOOK
 from fastprogress.fastprogress import progress_bar
 from .encoders import FrozenEncoder
 
@@ -77,15 +78,40 @@ def check_free_space(path, # where the cache will be written
 # %% ../nbs/07_cache.ipynb #1eb1702c
 _files = ('patch', 'prefix', 'labels')
 
+def _read_json(path): return json.loads(Path(path).read_text())
+
+def _write_json(path, obj):
+    "Write `obj` as json atomically"
+    path = Path(path); tmp = path.with_name(f'.tmp-{path.name}-{os.getpid()}')
+    tmp.write_text(json.dumps(obj, indent=1)); os.replace(tmp, path)
+
+def _sidecar(shard):
+    "The sizes and checksums a shard recorded when it was written (`None` for a shard from before they were recorded)"
+    f = Path(shard)/'files.json'
+    return _read_json(f) if f.is_file() else None
+
+class _Hashing:
+    "A writable file that counts and hashes (sha256) the bytes written through it"
+    def __init__(self, f): self.f, self.h, self.n = f, hashlib.sha256(), 0
+    def write(self, b):
+        self.h.update(b); self.n += memoryview(b).nbytes
+        return self.f.write(b)
+    def record(self)->dict: return dict(bytes=self.n, sha256=self.h.hexdigest())
+
+# %% ../nbs/07_cache.ipynb #c7d2e1a4
 def write_shard(path, # the shard's final directory
                 **arrays, # `patch`, `prefix`, `labels`
-               ):
-    "Write the arrays as `.npy` files into a temporary directory, then `os.replace` it to `path`"
+               )->dict: # `{file: {'bytes': size, 'sha256': hex digest}}`, also stored in the shard's `files.json`
+    "Write the arrays as `.npy` files into a temporary directory, hashing the bytes on the way, then `os.replace` it to `path`"
     path = Path(path); tmp = path.with_name(f'.tmp-{path.name}-{os.getpid()}')
     shutil.rmtree(tmp, ignore_errors=True); tmp.mkdir(parents=True)
+    files = {}
     try:
         for k, a in arrays.items():
-            with open(tmp/f'{k}.npy', 'wb') as f: np.save(f, a); f.flush(); os.fsync(f.fileno())
+            with open(tmp/f'{k}.npy', 'wb') as f:
+                w = _Hashing(f); np.save(w, a); f.flush(); os.fsync(f.fileno())
+            files[f'{k}.npy'] = w.record()
+        _write_json(tmp/'files.json', files)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if e.errno != errno.ENOSPC: raise
@@ -95,10 +121,30 @@ def write_shard(path, # the shard's final directory
     except OSError:                                  # another process finished this shard first
         shutil.rmtree(tmp, ignore_errors=True)
         if not path.is_dir(): raise
+        files = _sidecar(path) or files
+    return files
 
 def read_shard(path, mmap:bool=True)->dict:
     "The arrays of a shard, memory-mapped"
     return {k: np.load(Path(path)/f'{k}.npy', mmap_mode='r' if mmap else None) for k in _files}
+
+# %% ../nbs/07_cache.ipynb #5b0e9c32
+def _sha256(path)->str:
+    "sha256 of a file's bytes, read in 16 MB blocks"
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for b in iter(lambda: f.read(1 << 24), b''): h.update(b)
+    return h.hexdigest()
+
+def _shard_problem(shard, files:dict, verify:bool=False)->str:
+    "What is wrong with the files of `shard` against their record `files` ('' when nothing): sizes, and checksums with `verify`"
+    for f, r in files.items():
+        p = Path(shard)/f
+        if not p.is_file(): return f"{f} is missing"
+        if (s := p.stat().st_size) != r['bytes']: return f"{f} is {s:,} bytes, the manifest says {r['bytes']:,}"
+    for f, r in (files.items() if verify else ()):
+        if _sha256(Path(shard)/f) != r['sha256']: return f"{f} does not match its sha256 checksum (same size, other bytes)"
+    return ''
 
 # %% ../nbs/07_cache.ipynb #46630b13
 class _Transformed(Dataset):
@@ -110,10 +156,10 @@ class _Transformed(Dataset):
         return (self.transform(x) if self.transform is not None else x), int(y)
 
 def _shard_ok(path, rows, shapes):
-    "Is `path` a complete shard of `rows` items with the expected per-item shapes?"
-    try: arr = read_shard(path)
+    "Is `path` a complete shard of `rows` items with the expected per-item shapes (and the file sizes it recorded)?"
+    try: arr, files = read_shard(path), _sidecar(path)
     except (OSError, ValueError): return False
-    return all(arr[k].shape == (rows, *shapes[k]) for k in _files)
+    return all(arr[k].shape == (rows, *shapes[k]) for k in _files) and not (files and _shard_problem(path, files))
 
 # %% ../nbs/07_cache.ipynb #590d96f9
 def _manifest(d): return Path(d)/'manifest.json'
@@ -122,12 +168,53 @@ def is_complete(path)->bool:
     "Does the cache directory `path` hold a complete extraction (a manifest)?"
     return _manifest(path).is_file()
 
-def _write_json(path, obj):
-    "Write `obj` as json atomically"
-    path = Path(path); tmp = path.with_name(f'.tmp-{path.name}-{os.getpid()}')
-    tmp.write_text(json.dumps(obj, indent=1)); os.replace(tmp, path)
+def damaged_shards(path, # a complete cache directory
+                   verify:bool=False, # also compare sha256 checksums (reads every byte); else sizes only (a `stat` per file)
+                  )->dict: # `{shard: what is wrong}`, empty when the cache is sound
+    "The shards of a complete cache whose files differ from the manifest's record"
+    path = Path(path); m = _read_json(_manifest(path))
+    if 'files' in m: return {s: w for s in m['shards'] if (w := _shard_problem(path/s, m['files'][s], verify))}
+    meta = _read_json(path/'meta.json'); ss, n = meta['info']['shard_size'], m['n']        # written before sizes were recorded
+    if verify: warnings.warn(f"the feature cache {str(path)!r} has no checksums (an older version wrote it), so only its array shapes were "
+                             "checked; delete it to extract it again with checksums")
+    return {s: "its arrays are missing, truncated or of the wrong shape" for i, s in enumerate(m['shards'])
+            if not _shard_ok(path/s, min(ss, n - i * ss), meta['shapes'])}
 
 # %% ../nbs/07_cache.ipynb #259649f8
+def _token_shapes(encoder, dataset, transform)->dict:
+    "Per-item shapes of the cached arrays, from one forward pass of item 0: patch `(L, N, C)`, prefix `(L, P, C)`, labels `()`"
+    if len(dataset) == 0: raise ValueError("the dataset is empty; nothing to extract")
+    x0 = _Transformed(dataset, transform, [0])[0][0]
+    if not isinstance(x0, torch.Tensor): raise ValueError(f"dataset items are {type(x0).__name__}, not image tensors; pass `transform=encoder.transform()`")
+    p0, q0 = zip(*encoder.forward_tokens(x0[None]).values())                   # x0[None]: (1, C, H, W)
+    return dict(patch=(len(p0), *p0[0].shape[1:]), prefix=(len(q0), *q0[0].shape[1:]), labels=())
+
+def _heal(d, verify:bool)->bool:
+    "Warn about the damaged shards of the complete cache `d` and remove them, so that they are extracted again; were there any?"
+    bad = damaged_shards(d, verify)
+    for s, why in bad.items():
+        warnings.warn(f"feature cache shard {d/s} is damaged ({why}); re-extracting it"); shutil.rmtree(d/s, ignore_errors=True)
+    return bool(bad)
+
+def _interactive()->bool:
+    "Does output go to a terminal or a notebook, where a live progress bar belongs (not to a log file or CI)?"
+    return IN_NOTEBOOK or bool(getattr(sys.stdout, 'isatty', lambda: False)())
+
+# %% ../nbs/07_cache.ipynb #3f6a8b21
+def _write_manifest(d, key:str, n:int, num_shards:int):
+    "Write the manifest last, atomically: the shards, their files' sizes and sha256, and whether all tokens were checked finite"
+    names = [f'shard_{i:05d}' for i in range(num_shards)]
+    recs = {s: _sidecar(d/s) for s in names}
+    finite = all(r is not None for r in recs.values())      # a shard with a record was written by this version, which checks
+    files = {s: r or {f'{k}.npy': dict(bytes=(d/s/f'{k}.npy').stat().st_size, sha256=_sha256(d/s/f'{k}.npy')) for k in _files}
+             for s, r in recs.items()}                     # shards of an older version: hashed as they are now
+    _write_json(_manifest(d), dict(key=key, n=n, shards=names, files=files, checksum='sha256', finite=finite or None, created=time.time()))
+
+def _describe(n:int, shapes:dict)->str:
+    L, N, C = shapes['patch']
+    return f"{n:,} images x {L} layer{'s' * (L > 1)} x ({N}+{shapes['prefix'][1]}) tokens x {C} channels"
+
+# %% ../nbs/07_cache.ipynb #7e2c9d10
 def extract_features(encoder:FrozenEncoder, # the frozen encoder
                      dataset, # `dataset[i] -> (image, label)`
                      root, # cache root; the cache lives in `root/<key>`
@@ -136,36 +223,47 @@ def extract_features(encoder:FrozenEncoder, # the frozen encoder
                      batch_size:int=64, # images per forward pass
                      shard_size:int=1024, # images per shard
                      num_workers:int=0, # DataLoader workers
-                     progress:bool=True, # show a progress bar
+                     progress:bool=True, # a progress bar in a terminal or notebook, one summary line in logs; `False`: print nothing
+                     verify:bool=False, # on an existing cache, compare the sha256 checksums too (reads every byte), not only the sizes
                     ): # returns a `FeatureCache`
-    "Extract `encoder`'s tokens of `dataset` once into an fp16 memory-mapped cache; reuse or resume it when the key matches"
+    "Extract `encoder`'s tokens of `dataset` once into an fp16 memory-mapped cache; reuse, repair or resume it when the key matches"
     key, info = cache_key(encoder, dataset, transform, name, shard_size)
-    d = Path(root)/key
-    view = encoder.layers[0] if isinstance(encoder.layer_arg, int) else None       # the shapes the encoder's `forward` gives
-    if is_complete(d): return FeatureCache(d, view)
-    n = len(dataset)
-    if n == 0: raise ValueError("the dataset is empty; nothing to extract")
-    x0 = _Transformed(dataset, transform, [0])[0][0]
-    if not isinstance(x0, torch.Tensor): raise ValueError(f"dataset items are {type(x0).__name__}, not image tensors; pass `transform=encoder.transform()`")
-    x0 = x0[None]                                                                # (1, C, H, W)
-    p0, q0 = zip(*encoder.forward_tokens(x0).values())
-    shapes = dict(patch=(len(p0), *p0[0].shape[1:]), prefix=(len(q0), *q0[0].shape[1:]), labels=())   # (L, N, C), (L, P, C)
+    d, view = Path(root)/key, encoder.layers[0] if isinstance(encoder.layer_arg, int) else None   # view: the shapes `encoder.forward` gives
+    if is_complete(d) and not _heal(d, verify): return FeatureCache(d, view)
+    n, shapes = len(dataset), _token_shapes(encoder, dataset, transform)
     shards = [(s, min(s + shard_size, n)) for s in range(0, n, shard_size)]
     todo = [(i, a, b) for i, (a, b) in enumerate(shards) if not _shard_ok(d/f'shard_{i:05d}', b - a, shapes)]
-    row = 2 * (np.prod(shapes['patch']) + np.prod(shapes['prefix'])) + 8
-    need = int(row * sum(b - a for _, a, b in todo))
-    L, N, C = shapes['patch']
-    print(f"feature cache {d}: {n} images x {L} layers x ({N}+{shapes['prefix'][1]}) tokens x {C} channels, fp16: "
-          f"{human_bytes(int(row * n))}" + (f" ({len(shards) - len(todo)}/{len(shards)} shards already done)" if len(todo) < len(shards) else ''))
-    check_free_space(d, need + (1 << 20))
+    row, m = 2 * (np.prod(shapes['patch']) + np.prod(shapes['prefix'])) + 8, sum(b - a for _, a, b in todo)   # bytes per image, images to do
+    size = f"{human_bytes(int(row * n))} fp16" + (f", {len(shards) - len(todo)}/{len(shards)} shards already done" if len(todo) < len(shards) else '')
+    bar = progress and _interactive()
+    if bar: print(f"feature cache {d}: {_describe(n, shapes)} ({size})")
+    check_free_space(d, int(row * m) + (1 << 20))
     d.mkdir(parents=True, exist_ok=True)
     for t in d.glob('.tmp-*'): shutil.rmtree(t, ignore_errors=True) if t.is_dir() else t.unlink(missing_ok=True)
     _write_json(d/'meta.json', dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()}, layers=list(encoder.layers)))
-    _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, progress)
-    _write_json(_manifest(d), dict(key=key, n=n, shards=[f'shard_{i:05d}' for i in range(len(shards))], created=time.time()))
+    t0 = time.perf_counter()
+    _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, bar)
+    _write_manifest(d, key, n, len(shards))
+    secs = time.perf_counter() - t0
+    if progress and not bar: print(f"extracted {_describe(m, shapes)} in {secs:.1f} s ({m / max(secs, 1e-6):,.0f} img/s) -> {d} ({size})", flush=True)
     return FeatureCache(d, view)
 
 # %% ../nbs/07_cache.ipynb #161c3499
+def _fp16(t:torch.Tensor, # tokens of a batch `(B, ...)`, fp32
+          start:int, # dataset index of the batch's first item
+         )->np.ndarray:
+    "`t` in fp16 as a numpy array; a `ValueError` naming the items whose tokens are NaN or inf, or overflow fp16"
+    h = t.half()
+    ok = h.isfinite().flatten(1).all(1)                                                    # (B,)
+    if ok.all(): return h.cpu().numpy()
+    bad = (start + (~ok).nonzero().flatten()).tolist()
+    items = f"dataset items {bad[:5]}" + (f" and {len(bad) - 5} more" if len(bad) > 5 else '') + f" (batch {start}..{start + len(t) - 1})"
+    if t[~ok].isfinite().all():
+        raise ValueError(f"the encoder's tokens for {items} reach {t[~ok].abs().max().item():.3g}, beyond the fp16 range of the cache (65504), "
+                         "so they would be stored as inf; pass `norm=True` to `create_encoder` (the final norm rescales them) or cache another layer")
+    raise ValueError(f"the encoder gave NaN or inf tokens for {items}; check those images (NaN/inf pixels) and the encoder's weights, "
+                     "or extract without `amp` (fp16 autocast can overflow)")
+
 def _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers):
     "Yield `(shard, buffers, done)` after each batch; buffers hold the shard's fp16 tokens and labels"
     for i, a, b in todo:
@@ -173,30 +271,40 @@ def _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers)
         s = 0
         for x, y in DataLoader(_Transformed(dataset, transform, range(a, b)), batch_size=batch_size, num_workers=num_workers):
             out = encoder.forward_tokens(x); e = s + len(y)
-            buf['patch'][s:e] = torch.stack([p for p, _ in out.values()], 1).cpu().half().numpy()    # (b, L, N, C)
-            buf['prefix'][s:e] = torch.stack([q for _, q in out.values()], 1).cpu().half().numpy()   # (b, L, P, C)
+            buf['patch'][s:e] = _fp16(torch.stack([p for p, _ in out.values()], 1), a + s)    # (b, L, N, C)
+            buf['prefix'][s:e] = _fp16(torch.stack([q for _, q in out.values()], 1), a + s)   # (b, L, P, C)
             buf['labels'][s:e] = y.numpy(); s = e
             yield i, buf, s == b - a
 
-def _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, progress):
-    "Run the encoder over the shards in `todo` and write each one atomically"
+def _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, bar):
+    "Run the encoder over the shards in `todo` and write each one atomically; `bar`: show a progress bar"
     total = sum(-(-(b - a) // batch_size) for _, a, b in todo)
     it = _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers)
-    for i, buf, done in (progress_bar(it, total=total, leave=False) if progress and total else it):
+    for i, buf, done in (progress_bar(it, total=total, leave=False) if bar and total else it):
         if done: write_shard(d/f'shard_{i:05d}', **buf)
 
 # %% ../nbs/07_cache.ipynb #a8cc13cd
+def _check_cache(path, verify:bool):
+    "Raise a `ValueError` naming the first damaged shard of the complete cache `path`, and the fix"
+    bad = damaged_shards(path, verify)
+    if not bad: return
+    (s, why), more = next(iter(bad.items())), f" (and {len(bad) - 1} more shards)" if len(bad) > 1 else ''
+    raise ValueError(f"feature cache shard {Path(path)/s} is damaged ({why}){more}; run `extract_features` again "
+                     "(ep_probe does this) to re-extract it")
+
 class FeatureCache(Dataset):
     "Cached tokens as a torch `Dataset`: `(patch, prefix, label)` per item"
     def __init__(self, path, # a cache directory written by `extract_features`
                  layers=None, # block index (no layer axis) or list of indices to read (default: all cached)
                  dtype=torch.float32, # dtype of the returned tokens
+                 verify:bool=False, # compare the shards' sha256 checksums too (reads every byte); sizes are always checked
                 ):
         self.path = Path(path)
         if not is_complete(self.path):
             raise ValueError(f"the feature cache {str(self.path)!r} is incomplete (no manifest: an extraction was interrupted or is running); "
                              "run `extract_features` again with the same arguments to resume it")
-        self.manifest, self.meta = [json.loads(f.read_text()) for f in (_manifest(self.path), self.path/'meta.json')]
+        self.manifest, self.meta = [_read_json(f) for f in (_manifest(self.path), self.path/'meta.json')]
+        _check_cache(self.path, verify)
         self.cached_layers, self.dtype, self.n = self.meta['layers'], dtype, self.manifest['n']
         self.shard_size = self.meta['info']['shard_size']
         want = self.cached_layers if layers is None else [layers] if isinstance(layers, int) else list(layers)

@@ -1,10 +1,10 @@
-"Feature cache: key reuse and change, kill-and-resume, disk-space error, fp16 contents against the encoder"
-import os, re, signal, subprocess, sys, time, importlib.metadata as md
+"Feature cache: key reuse and change, kill-and-resume, disk-space error, fp16 contents against the encoder, damaged shards, non-finite tokens, logs"
+import json, os, re, signal, subprocess, sys, time, warnings, importlib.metadata as md
 from pathlib import Path
 import numpy as np, pytest, torch, timm
 from PIL import Image
 from ep_probing import cache
-from ep_probing.cache import extract_features, FeatureCache, is_complete, cache_key, read_shard
+from ep_probing.cache import extract_features, FeatureCache, is_complete, cache_key, read_shard, damaged_shards
 from ep_probing.encoders import create_encoder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +30,8 @@ def arrays(fc):
 def test_key_reuse_and_change(tmp_path, capsys):
     enc, ds = create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24)
     fc = extract_features(enc, ds, tmp_path, **ARGS)
-    assert 'feature cache' in capsys.readouterr().out              # the size is printed before extraction
+    out = capsys.readouterr().out                                   # not a terminal: one line, after the extraction
+    assert out.startswith('extracted 24 images x 2 layers') and out.count('\n') == 1 and '\r' not in out
     reads, mtimes = ds.reads, {p: p.stat().st_mtime_ns for p in fc.path.rglob('*.npy')}
     again = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), ds, tmp_path, **ARGS)
     assert again.path == fc.path and capsys.readouterr().out == ''
@@ -130,3 +131,115 @@ def test_disk_full_while_writing_then_resume(tmp_path, monkeypatch):
     monkeypatch.setattr(cache.np, 'save', real_save)
     fc = extract_features(enc, SlowImages(24), tmp_path, progress=False, **ARGS)
     assert is_complete(d) and len(fc) == 24
+
+# ---- damaged shards, non-finite tokens, logs
+
+def counting(enc):
+    "Count `enc.forward_tokens` calls in `enc.calls`"
+    enc.calls, f = 0, enc.forward_tokens
+    def forward_tokens(x): enc.calls += 1; return f(x)
+    enc.forward_tokens = forward_tokens
+    return enc
+
+def fresh(tmp_path, n=24):
+    "A clean extraction of `n` items into its own root: the reference"
+    return extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(n), tmp_path/'clean', progress=False, **ARGS)
+
+def inodes(d): return {p.relative_to(d): p.stat().st_ino for p in d.glob('shard_*/*')}
+
+def test_truncated_shard_is_reextracted_alone(tmp_path):
+    fc = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
+    sh = fc.path/'shard_00001'
+    size = (sh/'prefix.npy').stat().st_size
+    assert fc.manifest['files']['shard_00001']['prefix.npy']['bytes'] == size and fc.manifest['finite'] is True
+    with open(sh/'prefix.npy', 'r+b') as f: f.truncate(100)
+    with pytest.raises(ValueError, match=re.escape(f"feature cache shard {sh} is damaged (prefix.npy is 100 bytes, the manifest says {size:,}); "
+                                                   "run `extract_features` again (ep_probe does this) to re-extract it")):
+        FeatureCache(fc.path, layers=2)
+    kept = {p: i for p, i in inodes(fc.path).items() if p.parts[0] != 'shard_00001'}
+    enc = counting(create_encoder(tiny_vit(), layers=[0, 2]))
+    with pytest.warns(UserWarning, match=re.escape(f"feature cache shard {sh} is damaged (prefix.npy is 100 bytes")) as w:
+        healed = extract_features(enc, SlowImages(24), tmp_path, progress=False, **ARGS)
+    assert len([x for x in w if 'damaged' in str(x.message)]) == 1
+    assert enc.calls == 1 + 2                                       # the shapes' probe, then the 2 batches of shard 1 only
+    assert {p: i for p, i in inodes(fc.path).items() if p.parts[0] != 'shard_00001'} == kept
+    ref = fresh(tmp_path)
+    for a, b in zip(arrays(healed), arrays(ref)): np.testing.assert_array_equal(a, b)     # bit-identical
+    assert healed.manifest['files'] == ref.manifest['files'] and healed.manifest['finite'] is True
+    assert damaged_shards(fc.path, verify=True) == {} and not list(fc.path.glob('.tmp-*'))
+
+def test_missing_file_is_named(tmp_path):
+    fc = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
+    (fc.path/'shard_00002/labels.npy').unlink()
+    with pytest.raises(ValueError, match=r"shard_00002 is damaged \(labels.npy is missing\)"): FeatureCache(fc.path)
+    with pytest.warns(UserWarning, match='labels.npy is missing'): fc2 = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
+    assert fc2.labels.tolist() == [i % 5 for i in range(24)]
+
+def test_corrupted_bytes_need_verify(tmp_path):
+    fc = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
+    f = fc.path/'shard_00000/patch.npy'
+    b = bytearray(f.read_bytes()); b[len(b) // 2] ^= 0x01; f.write_bytes(b)   # one bit, same size
+    assert len(FeatureCache(fc.path)) == 24 and damaged_shards(fc.path) == {}   # the size check cannot see it
+    assert list(damaged_shards(fc.path, verify=True)) == ['shard_00000']
+    with pytest.raises(ValueError, match=r"shard_00000 is damaged \(patch.npy does not match its sha256 checksum"): FeatureCache(fc.path, verify=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')                              # the default (sizes only) neither warns nor repairs
+        extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
+    assert list(damaged_shards(fc.path, verify=True)) == ['shard_00000']
+    kept = {p: i for p, i in inodes(fc.path).items() if p.parts[0] != 'shard_00000'}
+    with pytest.warns(UserWarning, match=re.escape(f"feature cache shard {fc.path/'shard_00000'} is damaged (patch.npy does not match")):
+        healed = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, verify=True, **ARGS)
+    assert {p: i for p, i in inodes(fc.path).items() if p.parts[0] != 'shard_00000'} == kept
+    for a, b in zip(arrays(healed), arrays(fresh(tmp_path))): np.testing.assert_array_equal(a, b)
+    assert damaged_shards(fc.path, verify=True) == {}
+
+def _as_old_version(d):
+    "Make the cache `d` look like one written before sizes and checksums were recorded"
+    m = json.loads((d/'manifest.json').read_text())
+    (d/'manifest.json').write_text(json.dumps({k: m[k] for k in ('key', 'n', 'shards', 'created')}))
+    for f in d.glob('shard_*/files.json'): f.unlink()
+
+def test_old_manifest_still_opens_and_heals(tmp_path):
+    fc = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
+    _as_old_version(fc.path)
+    old = FeatureCache(fc.path)
+    for a, b in zip(arrays(old), arrays(fc)): np.testing.assert_array_equal(a, b)
+    with pytest.warns(UserWarning, match='has no checksums'): assert damaged_shards(fc.path, verify=True) == {}
+    with open(fc.path/'shard_00001/patch.npy', 'r+b') as f: f.truncate(1000)     # numpy's mmap would fail on this one
+    with pytest.raises(ValueError, match=r"shard_00001 is damaged \(its arrays are missing, truncated or of the wrong shape\)"): FeatureCache(fc.path)
+    with pytest.warns(UserWarning, match='shard_00001 is damaged'):
+        healed = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
+    ref = fresh(tmp_path)
+    for a, b in zip(arrays(healed), arrays(ref)): np.testing.assert_array_equal(a, b)
+    assert healed.manifest['files'] == ref.manifest['files']       # the manifest is now of the new kind
+    assert healed.manifest['finite'] is None                       # shards 0 and 2 were never checked finite
+
+class Scaled:
+    "`SlowImages` with item `i` multiplied by `factor`"
+    def __init__(self, i, factor, n=24): self.ds, self.i, self.factor = SlowImages(n), i, factor
+    def __len__(self): return len(self.ds)
+    def __getitem__(self, j):
+        x, y = self.ds[j]
+        return (x * self.factor if j == self.i else x), y
+
+def test_nonfinite_tokens_stop_the_extraction(tmp_path):
+    enc = create_encoder(tiny_vit(), layers=[0, 2])
+    with pytest.raises(ValueError, match=re.escape("NaN or inf tokens for dataset items [10] (batch 8..11)")):
+        extract_features(enc, Scaled(10, float('nan')), tmp_path, progress=False, **ARGS)
+    with pytest.raises(ValueError, match=re.escape("for dataset items [17] (batch 16..19) reach ") + r".*beyond the fp16 range .*norm=True"):
+        extract_features(enc, Scaled(17, 1e6), tmp_path, progress=False, **ARGS)
+    assert not any(is_complete(d) for d in tmp_path.iterdir())
+    m = tiny_vit(); m.blocks[0].mlp.fc2.bias.data[3] = float('inf')  # an encoder that gives inf everywhere
+    with pytest.raises(ValueError, match=re.escape("NaN or inf tokens for dataset items [0, 1, 2, 3] (batch 0..3)")):
+        extract_features(create_encoder(m, layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
+
+def test_logs(tmp_path, capsys, monkeypatch):
+    extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path/'a', progress=False, **ARGS)
+    assert capsys.readouterr().out == ''                            # progress=False: silent
+    extract_features(create_encoder(tiny_vit(), layers=2), SlowImages(24), tmp_path/'b', **ARGS)
+    out = capsys.readouterr().out
+    assert re.fullmatch(r"extracted 24 images x 1 layer x \(16\+2\) tokens x 32 channels in \d+\.\d s \([\d,]+ img/s\) -> \S+ \([\d.]+ KB fp16\)\n", out), out
+    monkeypatch.setattr(cache, '_interactive', lambda: True)        # a terminal: the size first, then fastprogress's bar
+    extract_features(create_encoder(tiny_vit(), layers=2), SlowImages(24), tmp_path/'c', **ARGS)
+    out = capsys.readouterr().out
+    assert out.startswith('feature cache ') and ': 24 images x 1 layer x (16+2) tokens' in out and 'extracted' not in out
