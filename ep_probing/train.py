@@ -150,7 +150,11 @@ def tokens(self:ProbeSet, *xb):
     if len(xb) == 2: return xb
     if self.encoder is None: raise ValueError("got images but this ProbeSet has no encoder; pass `encoder=` or feed cached (patch, prefix) tokens")
     out = self.encoder.forward_tokens(xb[0])                               # {layer: ((B, N, C), (B, P, C))}
-    return torch.stack([out[l][0] for l in self.layers], 1), torch.stack([out[l][1] for l in self.layers], 1)
+    patch, prefix = torch.stack([out[l][0] for l in self.layers], 1), torch.stack([out[l][1] for l in self.layers], 1)
+    for t in (patch, prefix):                                              # cached tokens were checked once, when the cache was written
+        if t.numel() and not torch.isfinite(t).all():
+            raise ValueError(f"the encoder gave non-finite tokens (NaN or inf) in a batch of shape {tuple(t.shape)}; check the images and the encoder's weights, or run without amp")
+    return patch, prefix
 
 @patch(as_prop=True)
 def device(self:ProbeSet): return next(self.probes.parameters()).device
@@ -159,9 +163,6 @@ def device(self:ProbeSet): return next(self.probes.parameters()).device
 def forward(self:ProbeSet, *xb)->tuple:
     "One logits tensor `(B, K)` per probe"
     patch, prefix = self.tokens(*xb)
-    for t in (patch, prefix):
-        if t.numel() and not torch.isfinite(t).all():
-            raise ValueError(f"non-finite tokens (NaN or inf) in a batch of shape {tuple(t.shape)}: check the encoder output or the feature cache")
     return tuple(p(patch[:, self.index[k]].float(), prefix[:, self.index[k]].float()) for k, p in self.probes.items())
 
 # %% ../nbs/09_train.ipynb #e54b23b5
