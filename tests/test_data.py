@@ -1,10 +1,12 @@
 "Tests of `ep_probing.data` on the real Debian Fashion-MNIST files and on bad inputs"
-import gzip, warnings, numpy as np, pytest, torch
+import gzip, hashlib, json, warnings, numpy as np, pytest, torch
 from pathlib import Path
+import ep_probing.data as data
 from PIL import Image
 from torch.utils.data import Subset
 from ep_probing.data import (FashionMNIST, fmnist_files, read_idx, sha256, low_shot, low_shot_indices, targets_of,
-                             stratified_split, image_folder, verify_images, load_image, probe_dls, to_channels)
+                             stratified_split, image_folder, verify_images, load_image, probe_dls, to_channels,
+                             fmnist_dirs, fmnist_download, fmnist_sha256, fmnist_sample, fmnist_sample_file, make_fmnist_sample)
 
 FMNIST = Path('/usr/share/datasets/fashion-mnist')
 
@@ -42,9 +44,72 @@ def test_user_directory_gz_and_raw(tmp_path, test):
         ds = FashionMNIST('test', path=d)
         assert torch.equal(ds.images, test.images) and torch.equal(ds.targets, test.targets)
 
-def test_missing_files_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match='apt-get install -y dataset-fashion-mnist') as e: FashionMNIST('train', path=tmp_path)
-    assert 'path=' in str(e.value) and 'download=True' in str(e.value)
+@pytest.fixture
+def nowhere(tmp_path, monkeypatch):
+    "No Debian folder, an empty user cache, and a download address where nothing answers"
+    empty = tmp_path/'empty'; empty.mkdir()
+    monkeypatch.setattr(data, 'fmnist_debian_dir', empty)
+    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path/'xdg'))
+    monkeypatch.setattr(data, 'fmnist_url', 'http://127.0.0.1:9/')  # a closed local port: fails at once
+    return tmp_path
+
+def test_missing_files_error(nowhere):
+    with pytest.raises(FileNotFoundError) as e: FashionMNIST('train', path=nowhere/'empty')
+    msg = str(e.value)
+    assert '\n' not in msg and 'the download failed' in msg and str(nowhere/'empty') in msg
+    assert 'apt-get install -y dataset-fashion-mnist' in msg and '--data_path' in msg and 'train-images-idx3-ubyte.gz' in msg
+    assert not [f for f in nowhere.rglob('*') if f.is_file()], "a failed download left files behind"
+    with pytest.raises(FileNotFoundError, match='and download=False; install them with'): FashionMNIST('test', download=False)
+
+def write_idx(fn, a):
+    hdr = (0x800 + a.ndim).to_bytes(4, 'big') + b''.join(n.to_bytes(4, 'big') for n in a.shape)
+    with gzip.open(fn, 'wb') as f: f.write(hdr + a.astype(np.uint8).tobytes())
+
+def fake_fmnist(d, n):
+    "A fake test split of `n` images in `d`"
+    d.mkdir(parents=True, exist_ok=True)
+    write_idx(d/'t10k-images-idx3-ubyte.gz', np.full((n, 28, 28), n))
+    write_idx(d/'t10k-labels-idx1-ubyte.gz', np.arange(n) % 10)
+    return d
+
+def test_lookup_order(nowhere, monkeypatch):
+    "The user's directory beats the Debian one, which beats the user cache"
+    user, debian = fake_fmnist(nowhere/'user', 1), fake_fmnist(nowhere/'debian', 2)
+    fake_fmnist(nowhere/'xdg'/'ep_probing'/'fashion-mnist', 3)
+    assert fmnist_dirs(user) == [user, nowhere/'empty', nowhere/'xdg'/'ep_probing'/'fashion-mnist']
+    assert len(FashionMNIST('test')) == 3  # only the cache has files
+    monkeypatch.setattr(data, 'fmnist_debian_dir', debian)
+    assert len(FashionMNIST('test', download=False)) == 2
+    assert len(FashionMNIST('test', user)) == 1
+    with pytest.warns(UserWarning, match='not in .*empty; using those in .*debian'): assert len(FashionMNIST('test', nowhere/'empty')) == 2
+
+def zalando_original(fn):
+    "Debian's gzip file with Zalando's original header put back (Debian drops the file name and resets the time stamp)"
+    mtime = 1504176606 if fn.name.startswith('train') else 1504176627
+    return b'\x1f\x8b\x08\x08' + mtime.to_bytes(4, 'little') + b'\x00\x03' + fn.name[:-3].encode() + b'\x00' + fn.read_bytes()[10:]
+
+def test_checksums_are_zalandos():
+    "The SHA-256 constants are those of the files whose MD5s Zalando publishes (torchvision checks the same MD5s)"
+    from torchvision.datasets import FashionMNIST as TVFashionMNIST
+    md5 = dict(TVFashionMNIST.resources)
+    for name, h in fmnist_sha256.items():
+        orig = zalando_original(FMNIST/name)
+        assert hashlib.md5(orig).hexdigest() == md5[name] and hashlib.sha256(orig).hexdigest() == h
+
+def test_download_checked(nowhere, monkeypatch, test):
+    "A download from a stand-in server lands in the cache; a wrong file is rejected and not left there"
+    mirror = nowhere/'mirror'; mirror.mkdir()
+    for name in ('t10k-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz'): (mirror/name).write_bytes(zalando_original(FMNIST/name))
+    monkeypatch.setattr(data, 'fmnist_url', mirror.as_uri() + '/')
+    ds = FashionMNIST('test')  # nowhere on disk: downloaded
+    cache = nowhere/'xdg'/'ep_probing'/'fashion-mnist'
+    assert ds.files[0].parent == cache and torch.equal(ds.images, test.images) and torch.equal(ds.targets, test.targets)
+    assert sorted(f.name for f in cache.iterdir()) == ['t10k-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz']
+    (mirror/'t10k-labels-idx1-ubyte.gz').write_bytes(b'not the labels')
+    (cache/'t10k-labels-idx1-ubyte.gz').unlink()
+    with pytest.raises(OSError, match='it was deleted'): fmnist_download('test', progress=False)
+    assert sorted(f.name for f in cache.iterdir()) == ['t10k-images-idx3-ubyte.gz']
+    with pytest.raises(FileNotFoundError, match='the download failed .*SHA-256'): FashionMNIST('test')
 
 def test_corrupt_idx(tmp_path):
     data = gzip.decompress((FMNIST/'t10k-labels-idx1-ubyte.gz').read_bytes())
@@ -110,3 +175,45 @@ def test_grey_rgb_mismatch(folder, test):
     dls = probe_dls(ds, ds, 28, (0.5,), (0.5,), bs=4, device='cpu')
     assert dls.one_batch()[0].shape == (4, 1, 28, 28)
     assert to_channels(torch.rand(3, 5, 5), 1).shape == (1, 5, 5)
+
+def test_sample(train, test):
+    "The shipped sample: 1,000 train images per class, the full test split, uint8, the full set's images at its indices"
+    tr, te = fmnist_sample('train'), fmnist_sample('test')
+    assert tr.images.shape == (10000, 28, 28) and tr.images.dtype == torch.uint8 and tr.targets.dtype == torch.int64
+    assert np.bincount(tr.targets.numpy()).tolist() == [1000] * 10
+    idx = tr.source_indices
+    assert len(np.unique(idx)) == 10000 and idx.min() >= 0 and idx.max() < 60000
+    assert torch.equal(tr.images, train.images[idx]) and torch.equal(tr.targets, train.targets[idx])
+    assert torch.equal(te.images, test.images) and torch.equal(te.targets, test.targets)
+    img, y = tr[5]
+    assert img.mode == 'L' and img.size == (28, 28) and y == int(tr.targets[5]) and tr.classes == train.classes
+    with pytest.raises(ValueError, match="use 'train' or 'test'"): fmnist_sample('val')
+
+def test_sample_provenance(train, test):
+    prov = json.loads(fmnist_sample_file.with_suffix('.json').read_text())
+    assert prov['npz_sha256'] == sha256(fmnist_sample_file) and prov['npz_bytes'] == fmnist_sample_file.stat().st_size
+    assert fmnist_sample('test').sha256 == {'fmnist_sample.npz': prov['npz_sha256']}
+    assert prov['source_sha256'] == train.sha256 | test.sha256
+    assert (prov['seed'], prov['per_class']) == (0, 1000) and 'make_fmnist_sample(' in prov['command']
+
+def test_sample_needs_nothing_outside(nowhere):
+    "With no Debian folder, no cache and no network the full set fails but the sample loads"
+    with pytest.raises(FileNotFoundError): FashionMNIST('test')
+    ds = fmnist_sample('test', transform=lambda im: np.array(im))
+    assert len(ds) == 10000 and ds[0][0].shape == (28, 28)
+
+def test_make_sample_tiny(tmp_path, train):
+    npz = make_fmnist_sample(tmp_path/'tiny', seed=2, per_class=4)
+    prov = json.loads((tmp_path/'tiny.json').read_text())
+    assert prov['npz_sha256'] == sha256(npz) and prov['arrays']['train_images'] == '(40, 28, 28) uint8'
+    ds = fmnist_sample('train', fn=npz)
+    assert np.array_equal(ds.source_indices, low_shot_indices(train, k=4, seed=2))
+    assert torch.equal(ds.images, train.images[ds.source_indices])
+    assert sha256(make_fmnist_sample(tmp_path/'again', seed=2, per_class=4)) == sha256(npz)  # same arrays, same bytes
+
+def test_make_sample_reproduces_shipped(tmp_path):
+    "The builder, run on the real data with the recorded arguments, gives the shipped indices and arrays"
+    npz = make_fmnist_sample(tmp_path/'fmnist_sample', seed=0, per_class=1000)
+    with np.load(npz) as new, np.load(fmnist_sample_file) as shipped:
+        assert sorted(new.files) == sorted(shipped.files)
+        for k in shipped.files: assert np.array_equal(new[k], shipped[k]), k
