@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np, torch
 from torch.utils.data import Dataset, DataLoader
 from fastcore.basics import patch
-from fastcore.imports import IN_NOTEBOOK
 from fastprogress.fastprogress import progress_bar
 from .encoders import FrozenEncoder
+from .core import interactive
 
 # %% ../nbs/07_cache.ipynb #4df2f5c7
 def _item_bytes(o)->bytes:
@@ -196,10 +196,6 @@ def _heal(d, verify:bool)->bool:
         warnings.warn(f"feature cache shard {d/s} is damaged ({why}); re-extracting it"); shutil.rmtree(d/s, ignore_errors=True)
     return bool(bad)
 
-def _interactive()->bool:
-    "Does output go to a terminal or a notebook, where a live progress bar belongs (not to a log file or CI)?"
-    return IN_NOTEBOOK or bool(getattr(sys.stdout, 'isatty', lambda: False)())
-
 # %% ../nbs/07_cache.ipynb #3f6a8b21
 def _write_manifest(d, key:str, n:int, num_shards:int):
     "Write the manifest last, atomically: the shards, their files' sizes and sha256, and whether all tokens were checked finite"
@@ -235,7 +231,7 @@ def extract_features(encoder:FrozenEncoder, # the frozen encoder
     todo = [(i, a, b) for i, (a, b) in enumerate(shards) if not _shard_ok(d/f'shard_{i:05d}', b - a, shapes)]
     row, m = 2 * (np.prod(shapes['patch']) + np.prod(shapes['prefix'])) + 8, sum(b - a for _, a, b in todo)   # bytes per image, images to do
     size = f"{human_bytes(int(row * n))} fp16" + (f", {len(shards) - len(todo)}/{len(shards)} shards already done" if len(todo) < len(shards) else '')
-    bar = progress and _interactive()
+    bar = progress and interactive()
     if bar: print(f"feature cache {d}: {_describe(n, shapes)} ({size})")
     check_free_space(d, int(row * m) + (1 << 20))
     d.mkdir(parents=True, exist_ok=True)

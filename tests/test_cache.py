@@ -239,7 +239,7 @@ def test_logs(tmp_path, capsys, monkeypatch):
     extract_features(create_encoder(tiny_vit(), layers=2), SlowImages(24), tmp_path/'b', **ARGS)
     out = capsys.readouterr().out
     assert re.fullmatch(r"extracted 24 images x 1 layer x \(16\+2\) tokens x 32 channels in \d+\.\d s \([\d,]+ img/s\) -> \S+ \([\d.]+ KB fp16\)\n", out), out
-    monkeypatch.setattr(cache, '_interactive', lambda: True)        # a terminal: the size first, then fastprogress's bar
+    monkeypatch.setattr(cache, 'interactive', lambda: True)        # a terminal: the size first, then fastprogress's bar
     extract_features(create_encoder(tiny_vit(), layers=2), SlowImages(24), tmp_path/'c', **ARGS)
     out = capsys.readouterr().out
     assert out.startswith('feature cache ') and ': 24 images x 1 layer x (16+2) tokens' in out and 'extracted' not in out
