@@ -285,6 +285,7 @@ class EpochLine(Callback):
 def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
                 amp:str='auto', # 'auto' (bf16/fp16 on CUDA), 'bf16', 'fp16' or None
                 progress:bool=True, # live bars in a terminal or notebook; one line per epoch in logs
+                resume_hint:str='continue with --resume', # what Ctrl-C tells the user
                ):
     "Fit `learn` on CUDA when present, with mixed precision, progress for terminals or logs, and DDP under torchrun; Ctrl-C says how to resume"
     dev = 'cuda' if torch.cuda.is_available() else 'cpu'
@@ -301,7 +302,7 @@ def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
     try: learn.fit(epochs, cbs=cbs, start_epoch=start_epoch)
     except KeyboardInterrupt:
         n = getattr(learn, 'epochs_saved', 0)
-        raise Interrupted(f"interrupted after epoch {n} of {epochs}; continue with --resume" if n else
+        raise Interrupted(f"interrupted after epoch {n} of {epochs}; {resume_hint}" if n else
                           f"interrupted during the first epoch; nothing was saved, run the command again") from None
     return learn
 

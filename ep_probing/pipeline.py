@@ -16,7 +16,7 @@ from fastcore.basics import patch
 from fastcore.script import call_parse
 from fastai.data.load import DataLoader
 from fastai.data.core import DataLoaders
-from .encoders import create_encoder, ConvertImage
+from .encoders import create_encoder, FrozenEncoder, ConvertImage
 from .cache import extract_features, FeatureCache
 from .data import FashionMNIST, image_folder, targets_of, low_shot_indices, stratified_split, TransformDataset
 from .fit import fit_probes, build_probes
@@ -127,7 +127,7 @@ def _attention_png(learn, folder, p, n:int=6):
 # %% ../nbs/11_pipeline.ipynb #fe8d8c83
 class Prepared:
     "A probing run's inputs: frozen encoder, data, seeded stratified train/validation split; DataLoaders of cached tokens or streamed images"
-    def __init__(self, encoder='mae_fmnist', # short name, timm model name, or an `nn.Module`
+    def __init__(self, encoder='mae_fmnist', # short name, timm model name, an `nn.Module` or a `FrozenEncoder`
                  data:str='fashion_mnist', # 'fashion_mnist' or an image folder (train/, test/)
                  layers:str='-1', # blocks to read: '-1', '0,3,5' or 'all'
                  train_size:int=0, test_size:int=0, # stratified subsets of train and test (0: all)
@@ -138,7 +138,7 @@ class Prepared:
                  pretrained:bool=False, checkpoint:str=None, norm:bool=False, # encoder options
                  data_path:str=None, device:str=None, amp:str='auto'):
         self.device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
-        enc0 = create_encoder(encoder, layers=-1, pretrained=pretrained, checkpoint=checkpoint, norm=norm)
+        enc0 = encoder if isinstance(encoder, FrozenEncoder) else create_encoder(encoder, layers=-1, pretrained=pretrained, checkpoint=checkpoint, norm=norm)
         self.layers, self.depth = parse_layers(layers, enc0.depth), enc0.depth
         self.enc = create_encoder(enc0.model, layers=self.layers, norm=norm, amp=None if amp in ('auto', None) or self.device == 'cpu' else amp)
         self.enc.name, self.enc.data_config = enc0.name, enc0.data_config
