@@ -44,7 +44,7 @@ def warmup_cosine(lr, # peak learning rate: a float, or an array with one value 
     return combine_scheds([pct_warmup, 1 - pct_warmup], [SchedLin(0 * lr, lr), SchedCos(lr, 0 * lr)])
 
 # %% ../nbs/09_train.ipynb #13714146
-probe_aliases = {'lp': 'cls'}
+probe_aliases = {'lp': 'cls', 'lp_gap': 'gap'}   # 'lp_gap': LP on an encoder without prefix tokens reads the mean patch token
 
 def _val(v:str):
     "An option's value: int, float, bool or the text itself"

@@ -37,18 +37,37 @@ def test_loss_decreases_on_tiny_batch():
                        mean=0.286, std=0.353)
     assert losses[-1] < 0.9 * losses[0], losses
 
-def test_resume_matches_uninterrupted(tmp_path):
-    "A run stopped after epoch 1 and resumed ends where an uninterrupted 2-epoch run ends"
+KILL = """
+import os, sys, ep_probing.mae as m
+save = m.save_encoder
+def save_then_die(encoder, stem, meta):
+    save(encoder, stem, meta)
+    if meta['provenance']['epochs_done'] == 1: os._exit(9)         # killed hard after epoch 1 was saved
+m.save_encoder = save_then_die
+m.ep_pretrain(out=sys.argv[1], epochs=3, **{kw})
+"""
+
+def test_killed_run_resumes_to_the_same_weights(tmp_path):
+    "`ep_pretrain` killed after its first epoch, then run again, ends with the weights and losses of an uninterrupted run"
     a, b = str(tmp_path/'a'), str(tmp_path/'b')
-    full = ep_pretrain(out=a, epochs=2, **TINY)
-    first = ep_pretrain(out=b, epochs=1, **TINY)
-    resumed = ep_pretrain(out=b, epochs=2, **TINY)
-    assert resumed['provenance']['loss_curve'][0] == first['provenance']['loss_curve'][0]
-    assert torch.allclose(torch.tensor(resumed['provenance']['loss_curve']), torch.tensor(full['provenance']['loss_curve']), atol=1e-4)
+    full = ep_pretrain(out=a, epochs=3, **TINY)
+    r = subprocess.run([sys.executable, '-c', KILL.replace('{kw}', repr(TINY)), b], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 9, r.stderr[-2000:]
+    assert json.loads((tmp_path/'b.json').read_text())['provenance']['epochs_done'] == 1 and (tmp_path/'b.ckpt').is_file()
+    resumed = ep_pretrain(out=b, epochs=3, **TINY)
+    assert resumed['provenance']['epochs_done'] == 3
+    assert torch.allclose(torch.tensor(resumed['provenance']['loss_curve']), torch.tensor(full['provenance']['loss_curve']), atol=1e-5)
     ea, eb = load_encoder(a)[0], load_encoder(b)[0]
     for (k, p), q in zip(ea.state_dict().items(), eb.state_dict().values()): assert torch.allclose(p, q, atol=1e-5), k
     restarted = ep_pretrain(out=b, epochs=1, restart=True, **TINY)
     assert restarted['provenance']['epochs_done'] == 1
+
+def test_pretraining_lowers_the_loss(tmp_path):
+    "A tiny `ep_pretrain` run on 512 real images: the loss falls from the first epoch to the last"
+    meta = ep_pretrain(out=str(tmp_path/'v'), epochs=4, bs=64, limit=512, depth=1, embed_dim=32, num_heads=2, decoder_dim=16, decoder_depth=1,
+                       patch_size=7, lr=3e-3)
+    curve = meta['provenance']['loss_curve']
+    assert len(curve) == 4 and curve[-1] < 0.95 * curve[0], curve
 
 def test_shipped_asset():
     "The embedded encoder: <= 15 MB safetensors, loads into timm, full provenance, and EP beats LP on [CLS]"
