@@ -1,5 +1,10 @@
 __version__ = "0.1.0"
 
+import warnings
+with warnings.catch_warnings():   # fastai's import calls the deprecated `torch.jit.script`; the warning says nothing to our users
+    warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
+    import fastai.layers
+
 # The public API is small on purpose: the two attention pools of the derivation's ends, and the
 # probe factory. Everything else is one `from ep_probing.<module> import ...` away.
 from .mhca import MultiHeadCrossAttentionPool

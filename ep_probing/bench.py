@@ -12,7 +12,7 @@ from pathlib import Path
 import torch, torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 from fastcore.script import call_parse
-from .core import atomic_write
+from .core import atomic_write, user_errors
 from .probes import create_probe, probe_registry, n_params
 
 # %% ../nbs/04b_bench.ipynb #983bef67
@@ -168,17 +168,19 @@ def ep_bench(probes:str='ep,ep_value_first,mhca', # comma-separated probes (ep_v
              amp:bool=False, # bf16 autocast
              ref:str='ep', # row the ratios are relative to
              csv:str=None, # also write the table to this CSV file
+             debug:bool=False, # show the traceback of errors
             ):
     "Benchmark probes side by side: params, MACs, forward+backward time and peak memory, with ratios"
-    df = bench_probes(probes, batch_size, num_tokens, dim, num_classes, steps, warmup, device, amp)
-    import pandas as pd
-    with pd.option_context('display.width', 200, 'display.max_columns', 20, 'display.float_format', '{:,.2f}'.format):
-        print(f"ep_bench: B={batch_size} N={num_tokens} C={dim} K={num_classes} on {df.attrs['device']}"
-              f" ({torch.get_num_threads()} threads, torch {torch.__version__}, {platform.processor() or platform.machine()}){' bf16' if amp else ''}")
-        print(df)
-    if ref in df.index:
-        for l in bench_ratios(df, ref): print(l)
-    if csv: atomic_write(csv, lambda t: df.to_csv(t)); print(f"wrote {csv}")
+    with user_errors('ep_bench', debug):
+        df = bench_probes(probes, batch_size, num_tokens, dim, num_classes, steps, warmup, device, amp)
+        import pandas as pd
+        with pd.option_context('display.width', 200, 'display.max_columns', 20, 'display.float_format', '{:,.2f}'.format):
+            print(f"ep_bench: B={batch_size} N={num_tokens} C={dim} K={num_classes} on {df.attrs['device']}"
+                  f" ({torch.get_num_threads()} threads, torch {torch.__version__}, {platform.processor() or platform.machine()}){' bf16' if amp else ''}")
+            print(df)
+        if ref in df.index:
+            for l in bench_ratios(df, ref): print(l)
+        if csv: atomic_write(csv, lambda t: df.to_csv(t)); print(f"wrote {csv}")
 
 # %% ../nbs/04b_bench.ipynb #cdd75c7b
 def plot_bench(df, # a `bench_probes` result (or its CSV read back)

@@ -12,10 +12,11 @@ import numpy as np, torch, timm
 from fastcore.script import call_parse
 from fastai.callback.core import Callback
 from fastai.data.core import DataLoaders
-from .encoders import create_encoder
+from .encoders import create_encoder, timm_model
 from .cache import extract_features, FeatureCache
 from .pipeline import CachedTokens, cached_dl
 from .fit import fit_probes
+from .core import user_errors
 
 # %% ../nbs/11a_bench_train.ipynb #a2892fdf
 class EpochTimer(Callback):
@@ -72,17 +73,19 @@ def ep_bench_train(model:str='vit_small_patch16_224', # timm model name (random 
                    bs:int=32, # batch size
                    epochs:int=3, # epochs of the cache benchmark
                    threads:int=None, # torch threads (default: torch's)
+                   debug:bool=False, # show the traceback of errors
                   ):
     "Benchmark K probes in one backbone pass against K separate runs, and cached tokens against streaming"
-    if threads: torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    enc = create_encoder(timm.create_model(model, pretrained=False, num_classes=0, img_size=img_size))
-    ds, specs = RandomImages(n, img_size, enc.in_chans), [s for s in probes.split(',') if s]
-    print(f"ep_bench_train: {model} ({enc.depth} blocks, C={enc.embed_dim}) at {img_size} px, {n} random images, bs {bs}, "
-          f"{torch.get_num_threads()} threads, {'cuda' if torch.cuda.is_available() else 'cpu'}")
-    j = bench_joint(enc, ds, specs, bs)
-    print(f"{j['K']} probes {specs} in one backbone pass: {j['joint_s']:.1f}s; one streaming run each: {j['separate_s']:.1f}s "
-          f"({', '.join(f'{k} {v:.1f}s' for k, v in j['per_probe_s'].items())}); ratio {j['ratio']:.2f}x (ideal {j['K']}x)")
-    c = bench_cache(enc, ds, specs, bs, epochs)
-    print(f"epochs after the first: streaming {c['stream_epoch_s']:.2f}s, cached {c['cached_epoch_s']:.2f}s: {c['ratio']:.1f}x faster with the cache "
-          f"(one-off extraction {c['extract_s']:.1f}s)")
+    with user_errors('ep_bench_train', debug):
+        if threads: torch.set_num_threads(threads)
+        torch.manual_seed(0)
+        enc = create_encoder(timm_model(model, num_classes=0, img_size=img_size))
+        ds, specs = RandomImages(n, img_size, enc.in_chans), [s for s in probes.split(',') if s]
+        print(f"ep_bench_train: {model} ({enc.depth} blocks, C={enc.embed_dim}) at {img_size} px, {n} random images, bs {bs}, "
+              f"{torch.get_num_threads()} threads, {'cuda' if torch.cuda.is_available() else 'cpu'}")
+        j = bench_joint(enc, ds, specs, bs)
+        print(f"{j['K']} probes {specs} in one backbone pass: {j['joint_s']:.1f}s; one streaming run each: {j['separate_s']:.1f}s "
+              f"({', '.join(f'{k} {v:.1f}s' for k, v in j['per_probe_s'].items())}); ratio {j['ratio']:.2f}x (ideal {j['K']}x)")
+        c = bench_cache(enc, ds, specs, bs, epochs)
+        print(f"epochs after the first: streaming {c['stream_epoch_s']:.2f}s, cached {c['cached_epoch_s']:.2f}s: {c['ratio']:.1f}x faster with the cache "
+              f"(one-off extraction {c['extract_s']:.1f}s)")

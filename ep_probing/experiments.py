@@ -15,7 +15,7 @@ from fastai.data.core import DataLoaders
 from .data import low_shot_indices
 from .pipeline import Prepared, CachedTokens, cached_dl, cache_global_features
 from .knn import knn_sweep
-from .core import atomic_write, command_line
+from .core import atomic_write, command_line, user_errors
 from .fit import fit_probes
 from .probes import list_probes, create_probe
 from .train import ProbeSpec, parse_specs
@@ -221,23 +221,25 @@ def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
                   blr:float=None, # base learning rate (default: 1e-3 for AdamW, 0.1 for LARS)
                   bs:int=256, # batch size
                   cache_dir:str='~/.cache/ep_probing/features', # feature cache root
+                  debug:bool=False, # show the traceback of errors
                  ):
     "Run one of the experiments on cached tokens and write its per-seed results as CSV"
-    args = dict(locals())
-    if which not in _which: raise ValueError(f"--which {which!r}: choose one of {', '.join(_which)}")
-    sd = tuple(int(s) for s in seeds.split(','))
-    t0 = time.perf_counter()
-    p = Prepared(encoder, data, layers='all' if which == 'layers' else '-1', train_size=train_size, test_size=test_size, cache_dir=cache_dir, bs=bs,
-                 pretrained=pretrained, checkpoint=checkpoint)
-    kw = dict(epochs=epochs, opt=opt, blr=blr)
-    if which == 'compare': df = compare_probes(p, seeds=sd, **kw)
-    elif which == 'layers': df = pd.concat([layerwise(p, seed=s, **kw) for s in sd], ignore_index=True)
-    elif which == 'lowshot': df = lowshot(p, seeds=sd, **kw)
-    else: df = num_queries(p, seeds=sd, **kw)
-    atomic_write(out, lambda t: df.to_csv(t, index=False))
-    info = p.caches[0].meta['info']
-    meta = dict(command=command_line(ep_experiment, args), seconds=round(time.perf_counter() - t0), threads=torch.get_num_threads(),
-                encoder=info['encoder'], n_train=len(p.tr_idx), n_valid=len(p.va_idx), n_test=len(p.test_dl.dataset),
-                versions={m.__name__: m.__version__ for m in (torch, timm, fastai)})
-    atomic_write(Path(out).with_suffix('.json'), lambda t: Path(t).write_text(json.dumps(meta, indent=1)))
-    print(f"ep_experiment {which}: {len(df)} rows in {meta['seconds']}s -> {out} (+ .json: the command and the encoder's hash)")
+    with user_errors('ep_experiment', debug):
+        args = dict(locals())
+        if which not in _which: raise ValueError(f"--which {which!r}: choose one of {', '.join(_which)}")
+        sd = tuple(int(s) for s in seeds.split(','))
+        t0 = time.perf_counter()
+        p = Prepared(encoder, data, layers='all' if which == 'layers' else '-1', train_size=train_size, test_size=test_size, cache_dir=cache_dir, bs=bs,
+                     pretrained=pretrained, checkpoint=checkpoint)
+        kw = dict(epochs=epochs, opt=opt, blr=blr)
+        if which == 'compare': df = compare_probes(p, seeds=sd, **kw)
+        elif which == 'layers': df = pd.concat([layerwise(p, seed=s, **kw) for s in sd], ignore_index=True)
+        elif which == 'lowshot': df = lowshot(p, seeds=sd, **kw)
+        else: df = num_queries(p, seeds=sd, **kw)
+        atomic_write(out, lambda t: df.to_csv(t, index=False))
+        info = p.caches[0].meta['info']
+        meta = dict(command=command_line(ep_experiment, args), seconds=round(time.perf_counter() - t0), threads=torch.get_num_threads(),
+                    encoder=info['encoder'], n_train=len(p.tr_idx), n_valid=len(p.va_idx), n_test=len(p.test_dl.dataset),
+                    versions={m.__name__: m.__version__ for m in (torch, timm, fastai)})
+        atomic_write(Path(out).with_suffix('.json'), lambda t: Path(t).write_text(json.dumps(meta, indent=1)))
+        print(f"ep_experiment {which}: {len(df)} rows in {meta['seconds']}s -> {out} (+ .json: the command and the encoder's hash)")

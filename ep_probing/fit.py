@@ -156,7 +156,8 @@ def build_probes(specs:list, # `ProbeSpec`s (strings are parsed)
     for s in specs:
         if s.key in probes: raise ValueError(f"probe {s.text!r} is given twice; give each probe a distinct spec")
         s = replace(s, layer=_resolve_layer(s.at if s.layer is None else s.layer, default_layer, depth))
-        probes[s.key] = create_probe(s.name, dim, num_classes, **s.kwargs)
+        try: probes[s.key] = create_probe(s.name, dim, num_classes, **s.kwargs)
+        except (ValueError, TypeError) as e: raise ValueError(f"probe {s.text!r}: {e}") from None
         layers[s.key], parsed[s.key] = s.layer, s
     return probes, layers, parsed
 

@@ -225,6 +225,7 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
                 img_size:int=None): # input size (timm's `img_size`)
     "Probe a frozen `encoder` on `data` with several probes at once; returns the fastai `Learner` (`.results`)"
     t0 = time.perf_counter()
+    if opt not in ('lars', 'adamw'): raise ValueError(f"--opt {opt!r}: use 'adamw' or 'lars' (the paper's recipe)")
     p = Prepared(encoder, data, layers=layers, train_size=train_size, test_size=test_size, valid_pct=valid_pct, seed=seed, stream=stream,
                  bs=bs, cache_dir=cache_dir, workers=workers, progress=progress, pretrained=pretrained, checkpoint=checkpoint, norm=norm,
                  data_path=data_path, device=device, amp=amp, img_size=img_size)

@@ -14,7 +14,7 @@ import numpy as np, torch, torch.nn.functional as F
 import matplotlib
 import matplotlib.pyplot as plt
 from fastcore.script import call_parse
-from .core import infer_grid
+from .core import infer_grid, user_errors
 from .probes import Probe
 
 # %% ../nbs/12_viz.ipynb #db1bfae5
@@ -279,24 +279,26 @@ def ep_attention(images:str, # an image file or a folder of images
                  max_queries:int=8, # queries shown per page
                  per_page:int=8, # images per attention page
                  device:str=None, # e.g. 'cuda' (default: CPU)
+                 debug:bool=False, # show the traceback of errors
                 ):
     "Write attention figures of a saved head on images: per-query overlays, part maps, mean maps and diversity"
-    from ep_probing.fit import load_head
-    files = image_files(images)
-    enc = load_encoder(encoder, checkpoint, layer, device)
-    probe = check_head(load_head(head, device=enc.device), enc)
-    classes, tf, out = getattr(probe, 'meta', {}).get('classes'), enc.transform(), Path(out)
-    pages, all_maps = [], []
-    for i in range(0, len(files), per_page):
-        fs = files[i:i + per_page]; x = load_images(fs, tf)
-        patch, prefix = enc(x)
-        with torch.no_grad(): pred = probe(patch, prefix).argmax(-1).tolist()
-        titles = [f"{f.name}\n{classes[k] if classes else k}" for f, k in zip(fs, pred)]
-        pages.append(save_attention_figure(probe, x, patch, prefix, out/f'attention_{i // per_page:03d}.png', enc.mean, enc.std,
-                                           max_queries=max_queries, titles=titles))
-        all_maps.append(attention_maps(probe, patch, prefix).cpu())
-    maps = torch.cat(all_maps)                                                    # (B, M, N)
-    mean_png = save_figure(plot_mean_maps(maps.mean(0)), out/'mean_maps.png')
-    div = dict(images=len(files), head=str(head), encoder=enc.name, **query_diversity(maps))
-    (out/'diversity.json').write_text(json.dumps(div, indent=1))
-    for f in [*pages, mean_png, out/'diversity.json']: print(f)     # paths out; no return value, so the console script exits 0
+    with user_errors('ep_attention', debug):
+        from ep_probing.fit import load_head
+        files = image_files(images)
+        enc = load_encoder(encoder, checkpoint, layer, device)
+        probe = check_head(load_head(head, device=enc.device), enc)
+        classes, tf, out = getattr(probe, 'meta', {}).get('classes'), enc.transform(), Path(out)
+        pages, all_maps = [], []
+        for i in range(0, len(files), per_page):
+            fs = files[i:i + per_page]; x = load_images(fs, tf)
+            patch, prefix = enc(x)
+            with torch.no_grad(): pred = probe(patch, prefix).argmax(-1).tolist()
+            titles = [f"{f.name}\n{classes[k] if classes else k}" for f, k in zip(fs, pred)]
+            pages.append(save_attention_figure(probe, x, patch, prefix, out/f'attention_{i // per_page:03d}.png', enc.mean, enc.std,
+                                               max_queries=max_queries, titles=titles))
+            all_maps.append(attention_maps(probe, patch, prefix).cpu())
+        maps = torch.cat(all_maps)                                                    # (B, M, N)
+        mean_png = save_figure(plot_mean_maps(maps.mean(0)), out/'mean_maps.png')
+        div = dict(images=len(files), head=str(head), encoder=enc.name, **query_diversity(maps))
+        (out/'diversity.json').write_text(json.dumps(div, indent=1))
+        for f in [*pages, mean_png, out/'diversity.json']: print(f)     # paths out; no return value, so the console script exits 0
