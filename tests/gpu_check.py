@@ -154,7 +154,7 @@ def summary(out:Path)->dict:
     st = s.get('ep_probe_stream')
     if st and st['train_s']:                          # images seen in training: the train subset less the validation split
         cmd = by.get('ep_probe_stream', {}).get('command', '')
-        n = int(_num(_flag(cmd, '--train_size', 20000)) * (1 - _num(_flag(cmd, '--valid_pct', 0.1))))
+        n = round(_num(_flag(cmd, '--train_size', 10000)) * (1 - _num(_flag(cmd, '--valid_pct', 0.1))))
         st.update(train_images=n, images_per_s=round(n / st['train_s'], 1),
                   note='train_s covers one epoch of training and its validation pass, so images/s is a lower bound')
     pj = out/'pretrain.json'
@@ -164,7 +164,7 @@ def summary(out:Path)->dict:
         gpu_s, cpu_s = p['epoch_seconds'][-1], sorted(cpu['epoch_seconds'])[len(cpu['epoch_seconds']) // 2]
         s['pretrain'] = dict(gpu_epoch_seconds=p['epoch_seconds'], gpu_images=n_gpu, gpu_s_per_epoch_full=round(gpu_s * n_cpu / n_gpu, 2),
                              cpu_s_per_epoch_median=cpu_s, cpu_images=n_cpu, cpu_threads=cpu.get('threads'), speedup=round(cpu_s * n_gpu / (gpu_s * n_cpu), 1),
-                             note='last GPU epoch (after warm-up) scaled to the full train split; CPU: median epoch of the shipped asset')
+                             note='last GPU epoch (after warm-up; mixed precision: ep_pretrain --amp auto) scaled to the full train split; CPU: median fp32 epoch of the shipped asset')
     dj = out/'ddp'/'ddp.json'
     if dj.exists(): s['ddp'] = json.loads(dj.read_text())
     (out/'summary.json').write_text(json.dumps(s, indent=1))

@@ -2,6 +2,8 @@
 # The GPU check of issue 15: everything ep_probing claims about CUDA, run once on one GPU (about 5 of at most 8 minutes),
 # every measurement written to a results folder (default nbs/data/gpu/) for the docs.
 #   bash tests/gpu_check.sh [--out DIR] [--data_path DIR] [--wheels DIR] [--tar FILE]   # on a machine with a CUDA GPU
+# ep_probe runs on its default data (the embedded Fashion-MNIST sample: 10,000 train, 10,000 test images); ep_pretrain needs
+# the Fashion-MNIST train IDX files (--data_path, else the Debian package's). A bare GPU machine: see tests/gpu_prepare.sh.
 #   bash tests/gpu_check.sh --dry_run     # on any machine: print the commands, check programs, flags, notebooks, the report writer
 #   bash tests/gpu_check.sh --list        # the step names and their commands
 #   --only STEP,STEP: run (or dry-run) just these steps; their records in OUT/steps.json are replaced, the others kept
@@ -19,14 +21,14 @@ define_steps() {
   step bench_bf16             "ep_bench --device cuda --probes ep,ep_value_first,mhca --batch_size 64 --num_tokens 196 --dim 768 --num_classes 1000 --steps 20 --warmup 5 --amp --csv $OUT/bench_bf16.csv"
   step bench_zoo              "ep_bench --device cuda --probes all --steps 20 --warmup 5 --csv $OUT/bench_zoo.csv"
   step bench_zoo_bf16         "ep_bench --device cuda --probes all --steps 20 --warmup 5 --amp --csv $OUT/bench_zoo_bf16.csv"
-  step ep_probe               "$TIMEV ep_probe --device cuda --out $OUT/ep_probe --cache_dir $WORK/cache $DATA_PATH"
-  step ep_probe_stream        "$TIMEV ep_probe --stream --epochs 1 --workers 4 --device cuda --train_size 20000 --valid_pct 0.1 --out $OUT/ep_probe_stream $DATA_PATH"
-  step pretrain               "ep_pretrain --epochs 2 --limit 10000 --out $WORK/pretrain/mae_fmnist_vit $PRETRAIN_DATA && cp $WORK/pretrain/mae_fmnist_vit.json $OUT/pretrain.json"
+  step ep_probe               "$TIMEV ep_probe --device cuda --out $OUT/ep_probe --cache_dir $WORK/cache"
+  step ep_probe_stream        "$TIMEV ep_probe --stream --epochs 1 --workers 4 --device cuda --train_size 10000 --valid_pct 0.1 --out $OUT/ep_probe_stream"
+  step pretrain               "mkdir -p $WORK/pretrain && ep_pretrain --epochs 2 --limit 10000 --out $WORK/pretrain/mae_fmnist_vit $PRETRAIN_DATA && cp $WORK/pretrain/mae_fmnist_vit.json $OUT/pretrain.json"
   step ddp_nccl               "torchrun --nproc_per_node=1 --master_port=29547 tests/gpu_ddp.py $OUT/ddp --epochs 1"
 }
 CUDA_NOTEBOOKS="nbs/04a_zoo.ipynb nbs/05_encoders.ipynb"   # the notebooks with `#| cuda` cells (grep -l '#| cuda' nbs/*.ipynb nbs/tutorials/*.ipynb)
 CUDA_TESTS="tests/test_cuda.py"                            # the test files with `pytest.mark.cuda` tests (other files need packages a GPU image may lack)
-STEP_TIMEOUT=${GPU_CHECK_STEP_TIMEOUT:-300}                # seconds before a hung step is killed (and counted as failed)
+STEP_TIMEOUT=${GPU_CHECK_STEP_TIMEOUT:-240}                # seconds before a hung step is killed (and counted as failed)
 # ------------------------------------------------------------------------------------------------------------------------
 
 set -uo pipefail
@@ -38,17 +40,17 @@ OUT=nbs/data/gpu; DRY=0; LIST=0; DATA=""; WHEELS=""; TAR=""; ONLY=""
 while [ $# -gt 0 ]; do
   case $1 in
     --out) OUT=$2; shift 2;;
-    --data_path) DATA=$2; shift 2;;          # folder of the Fashion-MNIST IDX files (default: the Debian package's)
+    --data_path) DATA=$2; shift 2;;          # ep_pretrain: folder of the Fashion-MNIST train IDX files (default: the Debian package's)
     --wheels) WHEELS=$2; shift 2;;           # folder of wheels to install first (a bare GPU machine; see tests/gpu_prepare.sh)
     --tar) TAR=$2; shift 2;;                 # also pack the results folder into this .tar.gz
     --only) ONLY=$2; shift 2;;               # comma-separated step names
     --dry_run) DRY=1; shift;;
     --list) LIST=1; shift;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0;;
     *) echo "gpu_check.sh: error: unknown argument $1 (see --help)" >&2; exit 2;;
   esac
 done
-DATA_PATH=${DATA:+--data_path $DATA}; PRETRAIN_DATA=${DATA:+--data $DATA}
+PRETRAIN_DATA=${DATA:+--data $DATA}
 TIMEV=""; [ -x /usr/bin/time ] && TIMEV="/usr/bin/time -v"
 WORK=${TMPDIR:-/tmp}/ep_gpu_check.$$              # feature cache and pretrained weights: large, kept out of the results
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"   # this tree's ep_probing, whatever is installed

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run on a machine with pip and the Debian Fashion-MNIST package, before tests/gpu_check.sh runs on a bare GPU machine that
 # cannot reach a package registry (its image has torch, timm, pandas... but not fastai, nbdev or the data). Fills DIR
-# (default .gpu_carry/, ignored by git) with the wheels it lacks, for its Python, and the Fashion-MNIST IDX files:
+# (default .gpu_carry/, ignored by git) with the wheels it lacks, for its Python, and the Fashion-MNIST train IDX files
+# (ep_pretrain's data; ep_probe uses the embedded sample):
 #   bash tests/gpu_prepare.sh [DIR]
 # then, on the GPU machine, from the repository root with DIR carried along:
 #   bash tests/gpu_check.sh --wheels DIR/wheels --data_path DIR/fashion-mnist --out /tmp/gpu --tar "$OUT/gpu.tgz"
@@ -21,8 +22,8 @@ mkdir -p "$DIR/wheels" "$DIR/fashion-mnist"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$PYV" --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any \
   -d "$DIR/wheels" $PKGS
-cp "$DATA"/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz "$DIR/fashion-mnist/"
+cp "$DATA"/train-{images-idx3,labels-idx1}-ubyte.gz "$DIR/fashion-mnist/"
 tree=$(git ls-files -z | xargs -0 cat | wc -c); carry=$(du -sb "$DIR" | cut -f1)
 echo "travels: $((tree / 1048576)) MiB of tracked files + $((carry / 1048576)) MiB in $DIR (the device tool's cap: 64 MiB)"
 [ $((tree + carry)) -lt $((62 * 1048576)) ] || echo "gpu_prepare.sh: warning: near or over the 64 MiB cap; leave out the largest wheels or the data" >&2
-echo "gpu_prepare.sh: $(ls "$DIR/wheels" | wc -l) wheels and 4 Fashion-MNIST files in $DIR (carry it to the GPU machine)"
+echo "gpu_prepare.sh: $(ls "$DIR/wheels" | wc -l) wheels and the Fashion-MNIST train files in $DIR (carry it to the GPU machine)"

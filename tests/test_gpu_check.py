@@ -39,3 +39,16 @@ def test_ddp_script_runs_under_torchrun_on_cpu(tmp_path):
     assert set(d['top1']) == {'gap', 'ep_num_queries=4'} and (tmp_path/'ddp'/'results.csv').exists()
     r = subprocess.run([sys.executable, str(repo/'tests'/'gpu_ddp.py'), str(tmp_path/'x')], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode != 0 and 'start it with torchrun' in r.stderr
+
+def test_runner_records_every_step_and_fails_loudly(tmp_path):
+    "The run loop (commands replaced by shell one-liners): logs, steps.json and the summary written, exit 1 after a failed step"
+    out = tmp_path/'gpu'
+    r = sh('--out', str(out), '--only', 'bench_fp32,ep_probe,ddp_nccl',
+           env=dict(GPU_CHECK_CMD_bench_fp32='echo benchmarked', GPU_CHECK_CMD_ep_probe='echo oops >&2; exit 3', GPU_CHECK_CMD_ddp_nccl='true'))
+    assert r.returncode == 1, r.stdout[-3000:]
+    steps = json.loads((out/'steps.json').read_text())
+    assert [(s['name'], s['rc']) for s in steps] == [('bench_fp32', 0), ('ep_probe', 3), ('ddp_nccl', 0)], steps
+    assert 'benchmarked' in (out/'logs'/'bench_fp32.log').read_text() and 'oops' in (out/'logs'/'ep_probe.log').read_text()
+    assert json.loads((out/'summary.json').read_text())['failed'] == ['ep_probe'] and '2 of 3 steps passed' in r.stdout
+    r = sh('--out', str(out), '--only', 'ep_probe', env=dict(GPU_CHECK_CMD_ep_probe='true'))   # a rerun replaces that step's record
+    assert r.returncode == 0 and [(s['name'], s['rc']) for s in json.loads((out/'steps.json').read_text())] == [('bench_fp32', 0), ('ddp_nccl', 0), ('ep_probe', 0)]
