@@ -1,0 +1,54 @@
+"tests/gpu_check.sh (the GPU check of issue 15) on the CPU: its dry run passes, writes nothing, and fails on a flag a program lacks."
+import os, subprocess, sys, json
+from pathlib import Path
+
+repo = Path(__file__).parent.parent
+def sh(*args, env=None):
+    env = dict(os.environ, PYTHONPATH=str(repo), PYTHON=sys.executable, **(env or {}))
+    return subprocess.run(['bash', str(repo/'tests'/'gpu_check.sh'), *args], capture_output=True, text=True, timeout=900, env=env, cwd=repo)
+
+def snapshot(d): return sorted((str(p), p.stat().st_mtime_ns) for p in d.rglob('*')) if d.exists() else None
+
+def test_dry_run_checks_every_step_and_writes_nothing():
+    steps = [l.split('\t')[0] for l in sh('--list').stdout.splitlines()]
+    assert {'device', 'pytest_cuda', 'bench_fp32', 'bench_zoo', 'ep_probe', 'ep_probe_stream', 'pretrain', 'ddp_nccl'} <= set(steps), steps
+    gpu = repo/'nbs'/'data'/'gpu'; before = snapshot(gpu)
+    r = sh('--dry_run')
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    for s in steps: assert f'ok   {s}: ' in r.stdout, (s, r.stdout[-4000:])     # each step's programs and flags were checked
+    assert 'ok   nbs/04a_zoo.ipynb' in r.stdout and 'cuda tests collected with --cuda, none without' in r.stdout
+    assert 'ok   report writer' in r.stdout and r.stdout.rstrip().endswith('all checks passed')
+    assert snapshot(gpu) == before                                        # the dry run never writes the results folder
+
+def test_dry_run_fails_naming_a_bad_flag():
+    bad = 'ep_bench --device cuda --no_such_flag 1'
+    assert f'bench_fp32\t{bad}' in sh('--list', env=dict(GPU_CHECK_CMD_bench_fp32=bad)).stdout   # the override replaces the command
+    r = sh('--dry_run', '--only', 'bench_fp32,ep_probe', env=dict(GPU_CHECK_CMD_bench_fp32=bad, GPU_CHECK_CMD_ep_probe='no_such_program --x'))
+    assert r.returncode == 1, r.stdout[-3000:]
+    assert 'FAIL bench_fp32: --no_such_flag is not a flag of `ep_bench --help`' in r.stdout, r.stdout[-3000:]
+    assert 'FAIL ep_probe: no_such_program is not on PATH' in r.stdout and 'FAILED' in r.stdout.splitlines()[-1]
+
+def test_ddp_script_runs_under_torchrun_on_cpu(tmp_path):
+    "The harness of the ddp_nccl step, with gloo on the CPU: fit_probes' distributed callback runs and ddp.json says so"
+    env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS='1')
+    r = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=1', '--master_port=29571', str(repo/'tests'/'gpu_ddp.py'),
+                        str(tmp_path/'ddp'), '--cpu'], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads((tmp_path/'ddp'/'ddp.json').read_text())
+    assert d['ok'] and d['backend'] == 'gloo' and d['dl'] == '_DistributedDL' and d['world_size'] == 1 and d['explicit_trainer']
+    assert set(d['top1']) == {'gap', 'ep_num_queries=4'} and (tmp_path/'ddp'/'results.csv').exists()
+    r = subprocess.run([sys.executable, str(repo/'tests'/'gpu_ddp.py'), str(tmp_path/'x')], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode != 0 and 'start it with torchrun' in r.stderr
+
+def test_runner_records_every_step_and_fails_loudly(tmp_path):
+    "The run loop (commands replaced by shell one-liners): logs, steps.json and the summary written, exit 1 after a failed step"
+    out = tmp_path/'gpu'
+    r = sh('--out', str(out), '--only', 'bench_fp32,ep_probe,ddp_nccl',
+           env=dict(GPU_CHECK_CMD_bench_fp32='echo benchmarked', GPU_CHECK_CMD_ep_probe='echo oops >&2; exit 3', GPU_CHECK_CMD_ddp_nccl='true'))
+    assert r.returncode == 1, r.stdout[-3000:]
+    steps = json.loads((out/'steps.json').read_text())
+    assert [(s['name'], s['rc']) for s in steps] == [('bench_fp32', 0), ('ep_probe', 3), ('ddp_nccl', 0)], steps
+    assert 'benchmarked' in (out/'logs'/'bench_fp32.log').read_text() and 'oops' in (out/'logs'/'ep_probe.log').read_text()
+    assert json.loads((out/'summary.json').read_text())['failed'] == ['ep_probe'] and '2 of 3 steps passed' in r.stdout
+    r = sh('--out', str(out), '--only', 'ep_probe', env=dict(GPU_CHECK_CMD_ep_probe='true'))   # a rerun replaces that step's record
+    assert r.returncode == 0 and [(s['name'], s['rc']) for s in json.loads((out/'steps.json').read_text())] == [('bench_fp32', 0), ('ddp_nccl', 0), ('ep_probe', 0)]
