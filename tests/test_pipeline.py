@@ -20,3 +20,31 @@ def test_streaming_run_writes_results(tmp_path):
 def test_bad_options(tmp_path, kw, msg):
     with pytest.raises(ValueError, match=msg):
         run_probing(tiny_vit(), epochs=1, train_size=200, test_size=100, out=tmp_path/'o', cache_dir=tmp_path/'c', progress=False, **kw)
+
+def hidden_debian(cmd:str, tmp_path):
+    "Run `cmd` in `tmp_path` with the Debian Fashion-MNIST folder hidden by an empty bind mount (root, private mount namespace), and HOME there"
+    import os, shutil, subprocess
+    assert os.geteuid() == 0 and shutil.which('unshare'), "these tests run as root with unshare (CI does)"
+    empty = tmp_path/'empty'; empty.mkdir()
+    env = dict(os.environ, HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path/'.cache'))
+    script = f"mount --bind {empty} /usr/share/datasets/fashion-mnist && test -z \"$(ls /usr/share/datasets/fashion-mnist)\" && {cmd}"
+    return subprocess.run(['unshare', '-m', 'sh', '-c', script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
+
+def test_default_ep_probe_needs_no_debian_data(tmp_path):
+    "`ep_probe` with no arguments runs on the embedded sample with the Debian folder hidden and nothing cached"
+    r = hidden_debian('ep_probe', tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert 'mae_fmnist on fashion_mnist_sample' in r.stdout and '\r' not in r.stdout    # a log, not a terminal: no carriage returns
+    import pandas as pd
+    res = pd.read_csv(tmp_path/'ep_probe_out'/'results.csv', index_col=0)
+    assert list(res.index) == ['lp', 'gap', 'ep', 'mhca'] and (res.test_top1 > 0.7).all(), res
+    assert res.loc['ep', 'test_top1'] > res.loc['lp', 'test_top1']
+    assert len(r.stdout) < 5000, len(r.stdout)                                      # about one line per stage and epoch
+
+def test_full_fashion_mnist_offline_error(tmp_path):
+    "`--data fashion_mnist` with no files anywhere and no internet: one line naming the fixes, exit 2, no traceback"
+    r = hidden_debian('ep_probe --data fashion_mnist', tmp_path)
+    assert r.returncode == 2, r.stderr[-2000:]
+    err = r.stderr.strip().splitlines()
+    assert 'Traceback' not in r.stderr and err[-1].startswith('ep_probe: error: ') and len(err) == 1, r.stderr[-2000:]
+    assert 'apt-get install -y dataset-fashion-mnist' in err[-1] and '--data_path' in err[-1]
