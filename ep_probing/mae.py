@@ -25,7 +25,7 @@ from fastai.optimizer import Adam
 from functools import partial
 from .core import atomic_write, command_line, user_errors
 from .train import warmup_cosine
-from .fit import SeedEpoch, Checkpoint, load_checkpoint, fit_learner
+from .fit import SeedEpoch, Checkpoint, AppendCSVLogger, load_checkpoint, fit_learner
 
 # %% ../nbs/08_mae.ipynb #493089ac
 def patchify(imgs:torch.Tensor, # images `(B, C, H, W)`
@@ -202,7 +202,7 @@ def mae_train(mae:MaskedAutoencoder, # the model to train
     start = 0
     if ckpt is not None:
         if Path(ckpt).exists(): start, _ = load_checkpoint(learn, ckpt, cbs)
-        cbs.append(Checkpoint(ckpt))
+        cbs += [Checkpoint(ckpt), AppendCSVLogger(Path(ckpt).with_suffix('.log.csv'), append=start > 0)]   # fastai's per-epoch log beside the checkpoint
     fit_learner(learn, epochs, cbs, start, amp, progress, resume_hint='run the same command again to continue')
     return cbs[2].losses
 
