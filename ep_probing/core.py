@@ -87,9 +87,11 @@ user_error_types = (ValueError, OSError, ImportError)   # FileNotFoundError, a f
 @contextmanager
 def user_errors(cmd:str, # the command's name, e.g. 'ep_probe'
                 debug:bool=False, # re-raise, with the traceback
+                cli:bool=None, # run as the command `cmd`? (default: when `sys.argv[0]` is `cmd`); called from Python, errors propagate
                ):
-    "Turn user errors into one line `cmd: error: ...` on stderr and exit 2, and Ctrl-C into exit 130 with how to resume"
-    debug = debug or os.environ.get('EP_PROBING_DEBUG', '') not in ('', '0')
+    "On the command line, turn user errors into one line `cmd: error: ...` on stderr and exit 2, and Ctrl-C into exit 130 with how to resume"
+    if cli is None: cli = Path(sys.argv[0]).name == cmd
+    debug = debug or not cli or os.environ.get('EP_PROBING_DEBUG', '') not in ('', '0')
     try: yield
     except KeyboardInterrupt as e:
         if debug: raise
