@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['user_error_types', 'check_tokens', 'check_divisible', 'infer_grid', 'atomic_write', 'command_line', 'interactive',
-           'Interrupted', 'user_errors']
+           'native_bf16', 'Interrupted', 'user_errors']
 
 # %% ../nbs/00_core.ipynb #1cb1a6f0
-import inspect, math, os, sys, tempfile, traceback
+import inspect, math, os, re, sys, tempfile, traceback
 from contextlib import contextmanager
 from pathlib import Path
 import torch
@@ -77,6 +77,14 @@ def command_line(func, # a console function (`call_parse`); its signature gives 
 def interactive()->bool:
     "Does output go to a terminal or a notebook, where a live progress bar belongs (not to a log file or CI)?"
     return IN_NOTEBOOK or bool(getattr(sys.stdout, 'isatty', lambda: False)())
+
+# %% ../nbs/00_core.ipynb #77a87849
+def native_bf16(device:str='cpu')->bool:
+    "Does `device` compute bf16 natively, so that bf16 autocast pays (CUDA: `is_bf16_supported`; CPU: avx512_bf16 or AMX in /proc/cpuinfo)?"
+    if str(device).startswith('cuda'): return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    try: flags = Path('/proc/cpuinfo').read_text()
+    except OSError: return False
+    return bool(re.search(r'\b(avx512_bf16|amx_bf16)\b', flags))
 
 # %% ../nbs/00_core.ipynb #afba8afc
 class Interrupted(KeyboardInterrupt):

@@ -4,11 +4,11 @@
 
 # %% auto #0
 __all__ = ['save_head', 'load_head', 'SeedEpoch', 'BestHeads', 'Checkpoint', 'load_checkpoint', 'AppendCSVLogger',
-           'ProbeDistributedTrainer', 'build_probes', 'probe_learner', 'evaluate_probes', 'fit_probes', 'EpochLine',
-           'fit_learner']
+           'ProbeDistributedTrainer', 'build_probes', 'probe_learner', 'evaluate_probes', 'select_heads', 'fit_probes',
+           'EpochLine', 'fit_learner']
 
 # %% ../nbs/09a_fit.ipynb #9dc26c52
-import json, os, random, shutil, tempfile, time
+import json, os, random, shutil, tempfile, time, warnings
 from dataclasses import replace
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn
@@ -23,7 +23,7 @@ from fastai.torch_core import rank_distrib, num_distrib
 from safetensors.torch import save_file, load_file
 from .core import atomic_write, interactive, Interrupted
 from .probes import create_probe, Probe, n_params
-from .train import Lars, warmup_cosine, ProbeSpec, parse_specs, ProbeSet, probes_loss, ProbeTopK
+from .train import Lars, warmup_cosine, ProbeSpec, parse_specs, expand_grid, ProbeSet, probes_loss, ProbeTopK
 
 # %% ../nbs/09a_fit.ipynb #7bc8c938
 def save_head(probe:Probe, # a probe made by `create_probe` (it carries `.config`)
@@ -62,7 +62,7 @@ def _bare(m): return getattr(m, 'module', m)           # unwrap DistributedDataP
 class BestHeads(Callback):
     "Track each probe's best validation top-1; save it to `out/heads/<label>` (rank 0); restore the best weights after fit"
     order = 65                                          # after the Recorder has the epoch's metrics
-    def __init__(self, out=None, restore:bool=True, meta:dict=None): store_attr(); self.best, self.states = {}, {}
+    def __init__(self, out=None, restore:bool=True, meta:dict=None): store_attr(); self.best, self.states, self.history = {}, {}, {}
     def _top1(self): return {m.i: m.value for m in self.learn.metrics if isinstance(m, ProbeTopK) and m.k == 1}
     def _top5(self): return {m.i: m.value for m in self.learn.metrics if isinstance(m, ProbeTopK) and m.k == 5}
     def after_validate(self): self.validated = True   # skipped (resumed-over) epochs never validate
@@ -71,12 +71,13 @@ class BestHeads(Callback):
         self.validated = False
         top1, top5 = self._top1(), self._top5()
         for i, (label, p) in enumerate(_bare(self.model).probes.items()):
+            self.history.setdefault(label, []).append(top1.get(i))                   # every head's validation curve (grid.csv)
             if top1.get(i, -1) <= self.best.get(label, {}).get('top1', -1): continue
             self.best[label] = dict(top1=top1[i], top5=top5.get(i), epoch=self.epoch)
             self.states[label] = {k: v.detach().clone() for k, v in p.state_dict().items()}
             if self.out is not None and rank_distrib() == 0: save_head(p, Path(self.out)/'heads'/label, **self.best[label], **(self.meta or {}))
-    def ckpt_state(self)->dict: return dict(best=self.best, states=self.states)
-    def load_ckpt_state(self, s:dict): self.best, self.states = s['best'], s['states']
+    def ckpt_state(self)->dict: return dict(best=self.best, states=self.states, history=self.history)
+    def load_ckpt_state(self, s:dict): self.best, self.states, self.history = s['best'], s['states'], s.get('history', {})
     def after_fit(self):
         if not self.restore: return
         for label, p in _bare(self.model).probes.items():
@@ -147,10 +148,12 @@ def _resolve_layer(layer, default, depth):
         return layer % depth
     return layer
 
-def build_probes(specs:list, # `ProbeSpec`s (strings are parsed)
-                 dim:int, num_classes:int, depth:int=None, default_layer:int=None):
-    "Create the probes of `specs`: `(probes, layers, specs)`, each a dict keyed by the specs' module keys"
-    specs = parse_specs(specs)
+def build_probes(specs:list, # `ProbeSpec`s (strings are parsed, grids expanded)
+                 dim:int, num_classes:int, depth:int=None, default_layer:int=None,
+                 blrs:list=None, # a base learning-rate grid for the specs that set neither `blr` nor `lr`
+                ):
+    "Create the probes of `specs`, one per grid point: `(probes, layers, specs)`, each a dict keyed by the specs' module keys"
+    specs = expand_grid(parse_specs(specs), blrs)
     if not specs: raise ValueError("no probes given; pass e.g. ['lp', 'gap', 'ep', 'mhca']")
     probes, layers, parsed = {}, {}, {}
     for s in specs:
@@ -172,21 +175,23 @@ def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached
                   blr:float=None, # base learning rate, lr = blr * batch_size / 256; None: 0.1 for LARS (the paper's), 1e-3 for AdamW
                   lr:float=None, # fixed learning rate for all probes (overrides blr)
                   wd:float=0., # weight decay (LARS: on tensors with ndim > 1 only)
+                  blrs:list=None, # base learning-rate grid for probes that set neither `blr` nor `lr`
                  )->Learner:
     "A fastai `Learner` that trains every probe of `specs` on the same batches"
     if opt not in ('lars', 'adamw'): raise ValueError(f"opt={opt!r}: use 'lars' (the paper's recipe) or 'adamw'")
     if encoder is not None: layer_order, depth = layer_order or encoder.layers, depth or encoder.depth
     if not layer_order: raise ValueError("cached tokens need `layer_order` (the block indices stacked in the cache)")
-    probes, layers, parsed = build_probes(specs, dim, num_classes, depth, default_layer=layer_order[-1])
+    probes, layers, parsed = build_probes(specs, dim, num_classes, depth, default_layer=layer_order[-1], blrs=blrs)
     model = ProbeSet(probes, layers, encoder, layer_order)
     bs = dls.train.bs * max(num_distrib(), 1)                # the global batch under DDP
     blr = blr if blr is not None else 0.1 if opt == 'lars' else 1e-3
-    lrs = np.array([d.lr or lr or (d.blr or blr) * bs / 256 for d in parsed.values()])
+    blrs = np.array([d.blr or blr for d in parsed.values()])
+    lrs = np.array([d.lr or lr or b * bs / 256 for d, b in zip(parsed.values(), blrs)])
     opt_func = (lambda ps, lr: Lars(ps, lr=lr, wd=wd)) if opt == 'lars' else (lambda ps, lr: Adam(ps, lr=lr, wd=wd or 1e-4, decouple_wd=True))
     metrics = [ProbeTopK(i, k, s.label) for i, s in enumerate(parsed.values()) for k in (1, 5)]
     learn = Learner(dls, model, loss_func=probes_loss, opt_func=opt_func, metrics=metrics, lr=lrs,
                     splitter=lambda m: [list(p.parameters()) for p in m.probes.values()])
-    learn.specs, learn.probe_lrs = parsed, lrs
+    learn.specs, learn.probe_lrs, learn.probe_blrs = parsed, lrs, blrs
     return learn
 
 # %% ../nbs/09a_fit.ipynb #78b6d151
@@ -228,11 +233,37 @@ def _publish(work:Path, out:Path):
 def _results(learn, bh, t_fit, epochs_run):
     import pandas as pd
     m = _bare(learn.model)
-    rows = [dict(probe=learn.specs[k].label, name=learn.specs[k].name, layer=m.layer_of[k], params=n_params(p), lr=float(lr),
+    rows = [dict(probe=s.label, name=s.name, group=s.group or s.label, layer=m.layer_of[k], params=n_params(p), lr=float(lr), blr=float(blr),
                  top1=bh.best.get(k, {}).get('top1'), top5=bh.best.get(k, {}).get('top5'), best_epoch=bh.best.get(k, {}).get('epoch'),
-                 train_s=t_fit, s_per_epoch=t_fit / max(epochs_run, 1))
-            for (k, p), lr in zip(m.probes.items(), learn.probe_lrs)]
+                 train_s=t_fit, s_per_epoch=t_fit / max(epochs_run, 1), **{f'opt_{o}': v for o, v in s.options})
+            for (k, p), s, lr, blr in zip(m.probes.items(), learn.specs.values(), learn.probe_lrs, learn.probe_blrs)]
     return pd.DataFrame(rows).set_index('probe')
+
+# %% ../nbs/09a_fit.ipynb #cdc13018
+def _num(v):
+    try: return float(v)
+    except (TypeError, ValueError): return v
+
+def select_heads(r, # one row per head (`_results`): `group`, `top1` and the `opt_*` options as written
+                 warn:bool=True, # warn when a chosen value sits at the edge of its grid
+                ):
+    "One row per probe (group): the grid point with the best validation top-1, its grid values in `grid`, `at_edge`"
+    import pandas as pd
+    rows = []
+    for g, d in r.groupby('group', sort=False):
+        best = d.top1.astype(float).idxmax()                                   # first of ties, in the order given
+        row = d.loc[best].copy(); row['head'], row['grid'], row['at_edge'] = best, '', False
+        opts = [c for c in d if c.startswith('opt_') and d[c].nunique() > 1]
+        for c in opts:
+            vals = sorted(d[c].unique(), key=_num); v = row[c]
+            row['grid'] += f"{',' if row['grid'] else ''}{c[4:]}={v} of {'|'.join(map(str, vals))}"
+            if v in (vals[0], vals[-1]):
+                row['at_edge'] = True
+                if warn: warnings.warn(f"{g}: the chosen {c[4:]}={v} is at the edge of its grid ({vals[0]}..{vals[-1]}); extend the grid past it")
+        rows.append(row.rename(g))
+    out = pd.DataFrame(rows)
+    out.index.name = 'probe'
+    return out.drop(columns=[c for c in out if c.startswith('opt_') or c == 'group'])
 
 # %% ../nbs/09a_fit.ipynb #31ea07a4
 def fit_probes(dls, specs:list, num_classes:int, dim:int,
@@ -308,17 +339,38 @@ def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
     return learn
 
 # %% ../nbs/09a_fit.ipynb #3f0a370b
+def _grid_curves(learn, bh)->'pd.DataFrame':
+    "Every head's validation top-1 per epoch, long format"
+    import pandas as pd
+    return pd.DataFrame([dict(probe=s.group or s.label, head=s.label, **{o: v for o, v in s.options}, epoch=e, val_top1=t)
+                         for k, s in learn.specs.items() for e, t in enumerate(bh.history.get(k, []))])
+
+def _keep_chosen(work:Path, learn):
+    "In `work/heads`, keep only the chosen heads, saved under their probe's key"
+    for k, s in learn.specs.items():
+        chosen, gkey = learn.results.loc[s.group or s.label, 'head'] == s.label, (s.group or s.label).replace('.', 'p')
+        for ext in ('.safetensors', '.json'):
+            f = work/'heads'/f'{k}{ext}'
+            if not f.exists() or k == gkey: continue
+            if chosen: os.replace(f, work/'heads'/f'{gkey}{ext}')
+            else: f.unlink()
+
 def _run(learn, cbs, epochs, start, t_before, out, work, amp, progress, test_dl=None, finish=None):
     for c in cbs:
         if isinstance(c, Checkpoint): c.t_before = t_before
     t0 = time.perf_counter()
     fit_learner(learn, epochs, cbs, start, amp, progress)
-    learn.results = _results(learn, next(c for c in cbs if isinstance(c, BestHeads)), t_before + time.perf_counter() - t0, epochs)
+    bh = next(c for c in cbs if isinstance(c, BestHeads))
+    heads = _results(learn, bh, t_before + time.perf_counter() - t0, epochs)
     if test_dl is not None:
-        for k, v in evaluate_probes(learn.model, test_dl).items(): learn.results.loc[learn.specs[k].label, ['test_top1', 'test_top5']] = v['top1'], v['top5']
+        for k, v in evaluate_probes(learn.model, test_dl).items(): heads.loc[learn.specs[k].label, ['test_top1', 'test_top5']] = v['top1'], v['top5']
+    learn.heads, learn.results, learn.grid = heads, select_heads(heads, warn=rank_distrib() == 0), _grid_curves(learn, bh)
+    gridded = len(learn.results) < len(heads)
     if finish is not None and work is not None and rank_distrib() == 0: finish(learn, work)
     if out is not None and rank_distrib() == 0:
+        _keep_chosen(work, learn)
         atomic_write(work/'results.csv', lambda t: learn.results.to_csv(t))
         atomic_write(work/'results.json', lambda t: learn.results.reset_index().to_json(t, orient='records', indent=1))
+        if gridded: atomic_write(work/'grid.csv', lambda t: learn.grid.to_csv(t, index=False))
         _publish(work, out)
     return learn

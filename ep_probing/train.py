@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['probe_aliases', 'lars_scale', 'Lars', 'warmup_cosine', 'ProbeSpec', 'parse_probe_spec', 'split_specs', 'parse_specs',
-           'ProbeSet', 'probes_loss', 'ProbeTopK']
+           'expand_grid', 'ProbeSet', 'probes_loss', 'ProbeTopK']
 
 # %% ../nbs/09_train.ipynb #aa8161e3
-import math, random, json, os, tempfile, re
+import math, random, json, os, tempfile, re, itertools
 from dataclasses import dataclass, replace
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
@@ -60,6 +60,7 @@ class ProbeSpec:
     at:int=None # the block written in the spec (`ep@3`), shown in the label
     options:tuple=() # `((key, value text), ...)` as written; `blr`/`lr` set the probe's learning rate
     layer:int=None # the block index it reads, once resolved against the encoder (not part of the label)
+    group:str=None # the probe a grid point belongs to: its label without the grid's values (None: its own label)
 
 # %% ../nbs/09_train.ipynb #59bf884c
 @patch(as_prop=True)
@@ -124,6 +125,27 @@ def parse_specs(specs, # a comma-separated string, or a list of spec strings and
     if isinstance(specs, str): specs = split_specs(specs)
     return [s if isinstance(s, ProbeSpec) else parse_probe_spec(s) for s in specs]
 
+# %% ../nbs/09_train.ipynb #0e9172ee
+@patch(as_prop=True)
+def grid_keys(self:ProbeSpec)->list: return [k for k, v in self.options if '|' in v]
+
+def expand_grid(specs:list, # `ProbeSpec`s, some with `|` in option values
+                blrs:list=None, # base learning rates for the specs that set neither `blr` nor `lr`
+               )->list: # one `ProbeSpec` per grid point, each with its `group`
+    "The grid points of `specs`: the product of every option's `|`-separated values"
+    out = []
+    for s in specs:
+        have = dict(s.options)
+        if blrs and 'blr' not in have and 'lr' not in have: s = replace(s, options=s.options + (('blr', '|'.join(map(str, blrs))),))
+        keys = s.grid_keys
+        if not keys: out.append(s); continue
+        group = replace(s, options=tuple((k, v) for k, v in s.options if k not in keys)).label
+        vals = [[v for v in dict(s.options)[k].split('|') if v] for k in keys]
+        for point in itertools.product(*vals):
+            pv = dict(zip(keys, point))
+            out.append(replace(s, options=tuple((k, pv.get(k, v)) for k, v in s.options), group=group))
+    return out
+
 # %% ../nbs/09_train.ipynb #7114e4b3
 class ProbeSet(nn.Module):
     "Many probes trained together on one pass of a frozen encoder"
@@ -163,7 +185,8 @@ def device(self:ProbeSet): return next(self.probes.parameters()).device
 def forward(self:ProbeSet, *xb)->tuple:
     "One logits tensor `(B, K)` per probe"
     patch, prefix = self.tokens(*xb)
-    return tuple(p(patch[:, self.index[k]].float(), prefix[:, self.index[k]].float()) for k, p in self.probes.items())
+    tok = {i: (patch[:, i].float(), prefix[:, i].float()) for i in sorted(set(self.index.values()))}   # one conversion per layer, shared by its probes
+    return tuple(p(*tok[self.index[k]]) for k, p in self.probes.items())
 
 # %% ../nbs/09_train.ipynb #e54b23b5
 def probes_loss(preds:tuple, y:torch.Tensor):

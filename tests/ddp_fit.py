@@ -28,7 +28,7 @@ if __name__ == '__main__':
     torch.set_num_threads(1)
     bs = 32 // max(num_distrib(), 1)                                 # the same global batch on any number of processes
     dls = DataLoaders.from_dsets(synthetic_tokens(), synthetic_tokens(seed=1), bs=bs, shuffle=True)
-    learn = fit_probes(dls, ['gap', 'ep:num_queries=4'], 2, 32, epochs=a.epochs, out=a.out, layer_order=[0], opt='adamw',
+    learn = fit_probes(dls, ['gap', 'ep:num_queries=4,blr=0.1|0.5'], 2, 32, epochs=a.epochs, out=a.out, layer_order=[0], opt='adamw',
                        blr=0.5, progress=False, resume=a.resume, cbs=[Die(a.die_after_epoch)] if a.die_after_epoch is not None else None)
     out = Path(a.out)
     (out.parent/f'{out.name}.rank{rank_distrib()}.json').write_text(learn.results.reset_index().to_json(orient='records'))

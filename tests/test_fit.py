@@ -1,4 +1,4 @@
-"Training end to end in subprocesses: a run killed mid-way resumes to the same result; torchrun with 2 CPU processes matches one process."
+"Training end to end in subprocesses, with a learning-rate grid for EP: a run killed mid-way resumes to the same result; torchrun with 2 CPU processes matches one process."
 import json, os, shutil, subprocess, sys
 from pathlib import Path
 import pandas as pd, pytest, torch
@@ -40,5 +40,5 @@ def test_torchrun_two_cpu_processes_match_one(tmp_path):
     for k in w0:
         if 'running' not in k and 'num_batches' not in k: torch.testing.assert_close(w0[k], w1[k])   # DDP kept the replicas in sync
     files = sorted(p.name for p in (tmp_path/'two').rglob('*'))
-    assert files == ['ep_num_queries=4.json', 'ep_num_queries=4.safetensors', 'gap.json', 'gap.safetensors', 'heads', 'log.csv', 'results.csv', 'results.json']
+    assert files == ['ep_num_queries=4.json', 'ep_num_queries=4.safetensors', 'gap.json', 'gap.safetensors', 'grid.csv', 'heads', 'log.csv', 'results.csv', 'results.json']   # the chosen grid point of ep only
     assert len((tmp_path/'two'/'log.csv').read_text().splitlines()) == 4   # written once (rank 0), not twice
