@@ -13,7 +13,7 @@ def test_streaming_run_writes_results(tmp_path):
                         stream=True, out=tmp_path/'o', progress=False)
     r = learn.results
     assert list(r.index) == ['gap', 'ep_num_queries=4'] and r.test_top1.between(0, 1).all()
-    assert sorted(p.name for p in (tmp_path/'o').iterdir()) == ['attention.png', 'heads', 'log.csv', 'results.csv', 'results.json']
+    assert sorted(p.name for p in (tmp_path/'o').iterdir()) == ['attention.png', 'grid.csv', 'heads', 'log.csv', 'results.csv', 'results.json']   # the default learning-rate grid
 
 @pytest.mark.parametrize('kw, msg', [(dict(layers='7'), 'valid indices are 0..1'), (dict(probes='nope'), 'unknown probe'),
                                      (dict(data='/nonexistent'), 'neither'), (dict(probes=''), '--probes is empty')])
@@ -48,3 +48,16 @@ def test_full_fashion_mnist_offline_error(tmp_path):
     err = r.stderr.strip().splitlines()
     assert 'Traceback' not in r.stderr and err[-1].startswith('ep_probe: error: ') and len(err) == 1, r.stderr[-2000:]
     assert 'apt-get install -y dataset-fashion-mnist' in err[-1] and '--data_path' in err[-1]
+
+def test_grid_from_the_command_line(tmp_path):
+    "`ep_probe` with a grid in a probe spec and --blrs for the others: one row per probe with the chosen blr, grid.csv, chosen heads"
+    import subprocess, pandas as pd
+    r = subprocess.run(['ep_probe', '--probes', 'gap,ep:num_queries=8,blr=1e-3|1e-2', '--blrs', '0.01,0.1', '--epochs', '2', '--train_size', '1000',
+                        '--test_size', '500', '--out', str(tmp_path/'o'), '--cache_dir', str(tmp_path/'c')], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = pd.read_csv(tmp_path/'o'/'results.csv', index_col=0)
+    assert list(res.index) == ['gap', 'ep_num_queries=8'] and res.loc['gap', 'blr'] in (0.01, 0.1) and res.loc['ep_num_queries=8', 'blr'] in (1e-3, 1e-2)
+    grid = pd.read_csv(tmp_path/'o'/'grid.csv')
+    assert sorted(grid['head'].unique()) == ['ep_num_queries=8_blr=1e-2', 'ep_num_queries=8_blr=1e-3', 'gap_blr=0.01', 'gap_blr=0.1'] and len(grid) == 8
+    assert sorted(f.name for f in (tmp_path/'o'/'heads').iterdir()) == ['ep_num_queries=8.json', 'ep_num_queries=8.safetensors', 'gap.json', 'gap.safetensors']
+    assert 'blr' in r.stdout and 'at the edge' in r.stderr                     # a 2-point grid: the choice is always at an edge
