@@ -2,10 +2,12 @@
 # The heavy runs behind nbs/13_experiments.ipynb, on the embedded MAE encoder and the Fashion-MNIST
 # test split (10,000 images). Each writes <name>.csv (one row per probe and seed) and <name>.json
 # (the exact command, wall seconds, threads, the encoder's weights hash, library versions).
+# Every probe is tuned: its learning-rate grid (ep_experiment's default --blrs) is chosen on validation with
+# the first seed, and the other seeds train at that point.
 # From the repository root:  bash nbs/data/experiments/run.sh [compare|layers|lowshot|queries ...]
 set -euo pipefail
 cd "$(dirname "$0")"
-runs=${*:-compare layers lowshot queries}
+runs=${*:-compare layers queries lowshot}
 for r in $runs; do
   case $r in
     compare) ep_experiment --which compare --out compare.csv --train_size 10000 --seeds 0,1,2 ;;  # 9,000 train / 1,000 validation
