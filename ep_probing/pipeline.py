@@ -92,7 +92,7 @@ def probe_specs(probes, # probe specs: a comma-separated string or a list (see `
 # %% ../nbs/11_pipeline.ipynb #c87707f4
 linear_probes = ('cls', 'gap')                      # heads without attention: they need larger learning rates
 default_blrs = {'adamw': dict(linear=(3e-2, 1e-1, 3e-1, 1., 3.), attentive=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1)),   # chosen by measurement: nbs/data/ep_probe/grid_search
-                'lars': dict(linear=(0.3, 1., 3., 10., 30.), attentive=(0.03, 0.1, 0.3, 1., 3.))}
+                'lars': dict(linear=(3., 10., 30., 100., 300.), attentive=(0.3, 1., 3., 10., 30.))}   # LARS's trust ratio takes small steps: 10 epochs need large rates
 
 def blr_grid(spec:ProbeSpec, opt:str='adamw')->tuple:
     "The default base learning-rate grid of `spec`'s kind of probe for optimiser `opt`"
