@@ -15,7 +15,10 @@ import torch, torchvision.transforms as T
 from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from ep_probing.encoders import create_encoder
-from ep_probing.fit import save_head
+from ep_probing.fit import save_head, probe_learner, fit_learner, SeedEpoch
+from ep_probing.train import warmup_cosine
+from fastai.data.core import DataLoaders
+from fastai.callback.schedule import ParamScheduler
 from ep_probing.probes import create_probe, n_params
 
 out = Path(__file__).parent
@@ -46,20 +49,20 @@ true = [int(f.stem.split('_')[-1]) for f in photos]
 meta = dict(encoder='efficientnet_lite0_imagenet', layer=-1, classes=classes,
             data='foolbox ImageNet photos, 24 random-resized crops each; labels: the frozen lite0 classifier top-1',
             command='python nbs/data/viz/lite0_heads.py', teacher_top1_vs_filename=sum(int(a == b) for a, b in zip(vy.tolist(), true)) / 20)
-# A plain loop, trained to the last epoch: the 20 validation crops saturate after one epoch, so keeping the best
-# epoch (as fit_probes does) would keep heads whose attention has not moved from its (uniform) initialisation.
+# Trained with fastai through `probe_learner` + `fit_learner`, to the last epoch: the 20 validation crops saturate after
+# one epoch, so keeping the best epoch (as fit_probes does) would keep heads whose attention has not moved from its
+# (uniform) initialisation. AdamW (weight decay 0.05), 10% warm-up then half-cosine from 3e-3, batch 64, seed 0.
+dls = DataLoaders.from_dsets(list(zip(tp[:, None], tp.new_zeros(len(tp), 1, 0, 1280), y_tr)),
+                             list(zip(vp[:, None], vp.new_zeros(len(vp), 1, 0, 1280), y_val)), bs=64, shuffle=True)
 rows = []
-for name, spec, kw, epochs in [('ep', 'ep', {}, 40), ('ep8', 'ep', dict(num_queries=8), 40), ('mhca', 'mhca', {}, 12)]:
-    torch.manual_seed(0); p = create_probe(spec, 1280, len(classes), **kw)
-    opt = torch.optim.AdamW(p.parameters(), lr=3e-3, weight_decay=0.05)
-    steps = epochs * math.ceil(len(tp) / 64); sched = torch.optim.lr_scheduler.OneCycleLR(opt, 3e-3, total_steps=steps, pct_start=0.1)
-    t0 = time.time(); p.train()
-    for e in range(epochs):
-        for idx in torch.randperm(len(tp)).split(64):
-            loss = F.cross_entropy(p(tp[idx]), y_tr[idx]); opt.zero_grad(); loss.backward(); opt.step(); sched.step()
-    p.eval()
+for name, spec, epochs in [('ep', 'ep', 40), ('ep8', 'ep:num_queries=8', 40), ('mhca', 'mhca', 12)]:
+    torch.manual_seed(0)
+    learn = probe_learner(dls, [spec], len(classes), 1280, layer_order=[0], depth=1, opt='adamw', lr=3e-3, wd=0.05)
+    t0 = time.time()
+    fit_learner(learn, epochs, [SeedEpoch(0), ParamScheduler({'lr': warmup_cosine(learn.probe_lrs, 0.1)})], progress=False)
+    p = next(iter(learn.model.probes.values())).eval()
     with torch.no_grad(): acc = (p(vp).argmax(-1) == y_val).float().mean().item()
-    rows.append(dict(probe=name, epochs=epochs, params=n_params(p), final_train_loss=loss.item(), val_top1=acc, train_s=time.time() - t0))
+    rows.append(dict(probe=name, epochs=epochs, params=n_params(p), final_train_loss=float(learn.recorder.losses[-1]), val_top1=acc, train_s=time.time() - t0))
     print(rows[-1], flush=True)
     save_head(p, out/f'lite0_{name}', val_top1=acc, epochs=epochs, **meta)
 pd.DataFrame(rows).set_index('probe').assign(classes=len(classes), train_views=len(tp)).to_csv(out/'lite0_results.csv')
