@@ -197,13 +197,17 @@ def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached
 # %% ../nbs/09a_fit.ipynb #78b6d151
 @torch.no_grad()
 def evaluate_probes(model:ProbeSet, dl, # a `ProbeSet` and a DataLoader of its inputs and labels
-                    ks=(1, 5))->dict:
+                    ks=(1, 5),
+                    amp:str=None, # evaluate under the autocast the heads were trained with: None, 'bf16' or 'fp16'
+                   )->dict:
     "`{label: {'top1': ..., 'top5': ...}}` of every probe of `model` over `dl`"
     model = _bare(model).eval()
     correct, n = {l: {k: 0 for k in ks} for l in model.probes}, 0
     for *xb, y in dl:
         dev = model.device
-        preds = model(*[x.to(dev) for x in xb]); y = y.to(dev)
+        dt = {'bf16': torch.bfloat16, 'fp16': torch.float16}.get(amp)
+        with torch.autocast(dev.type, dtype=dt, enabled=dt is not None): preds = model(*[x.to(dev) for x in xb])
+        y = y.to(dev)
         for l, p in zip(model.probes, preds):
             for k in ks: correct[l][k] += (p.topk(min(k, p.shape[-1]), -1).indices == y[:, None]).any(-1).sum().item()
         n += len(y)
@@ -331,6 +335,7 @@ def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
     dev = 'cuda' if torch.cuda.is_available() else 'cpu'
     if amp == 'auto': amp = ('bf16' if torch.cuda.is_bf16_supported() else 'fp16') if dev == 'cuda' else 'bf16' if native_bf16() else None
     cbs = list(cbs)
+    learn.amp = amp                                          # `evaluate_probes` tests under the same autocast
     if amp == 'bf16' and dev == 'cpu': cbs.append(CPUAutocast())
     elif amp == 'bf16': learn.to_bf16()
     elif amp == 'fp16': learn.to_fp16()
@@ -372,7 +377,7 @@ def _run(learn, cbs, epochs, start, t_before, out, work, amp, progress, test_dl=
     bh = next(c for c in cbs if isinstance(c, BestHeads))
     heads = _results(learn, bh, t_before + time.perf_counter() - t0, epochs)
     if test_dl is not None:
-        for k, v in evaluate_probes(learn.model, test_dl).items(): heads.loc[learn.specs[k].label, ['test_top1', 'test_top5']] = v['top1'], v['top5']
+        for k, v in evaluate_probes(learn.model, test_dl, amp=learn.amp).items(): heads.loc[learn.specs[k].label, ['test_top1', 'test_top5']] = v['top1'], v['top5']
     learn.heads, learn.results, learn.grid = heads, select_heads(heads, warn=rank_distrib() == 0), _grid_curves(learn, bh)
     gridded = len(learn.results) < len(heads)
     if finish is not None and work is not None and rank_distrib() == 0: finish(learn, work)

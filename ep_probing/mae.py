@@ -107,7 +107,7 @@ def forward_decoder(self:MaskedAutoencoder, x:torch.Tensor, # encoded tokens `(B
     P, N = self.encoder.num_prefix_tokens, self.decoder_pos_embed.shape[1] - self.encoder.num_prefix_tokens
     x = self.decoder_embed(x)  # (B, P + N_keep, D)
     B, _, D = x.shape
-    full = self.mask_token.expand(B, N, D).scatter(1, ids_keep[..., None].expand(-1, -1, D), x[:, P:])  # (B, N, D)
+    full = self.mask_token.to(x.dtype).expand(B, N, D).scatter(1, ids_keep[..., None].expand(-1, -1, D), x[:, P:])  # (B, N, D); dtypes agree under autocast
     x = torch.cat([x[:, :P], full], 1) + self.decoder_pos_embed  # (B, P + N, D)
     return self.decoder_pred(self.decoder_norm(self.decoder_blocks(x)))[:, P:]  # (B, N, p*p*in_chans)
 
