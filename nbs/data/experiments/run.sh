@@ -2,8 +2,9 @@
 # The heavy runs behind nbs/13_experiments.ipynb, on the embedded MAE encoder and the Fashion-MNIST
 # test split (10,000 images). Each writes <name>.csv (one row per probe and seed) and <name>.json
 # (the exact command, wall seconds, threads, the encoder's weights hash, library versions).
-# Every probe is tuned: its learning-rate grid (ep_experiment's default --blrs) is chosen on validation with
-# the first seed, and the other seeds train at that point.
+# ep_experiment tunes every probe by default: its learning-rate grid (--blrs) is chosen on validation with
+# the first seed, and the other seeds train at that point. The committed CSVs predate this (their .json
+# commands say --blrs none); running this script regenerates them with the grid.
 # From the repository root:  bash nbs/data/experiments/run.sh [compare|layers|lowshot|queries ...]
 set -euo pipefail
 cd "$(dirname "$0")"
