@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['save_head', 'load_head', 'SeedEpoch', 'BestHeads', 'Checkpoint', 'load_checkpoint', 'AppendCSVLogger',
            'ProbeDistributedTrainer', 'build_probes', 'probe_learner', 'evaluate_probes', 'select_heads', 'fit_probes',
-           'EpochLine', 'CPUAutocast', 'fit_learner']
+           'EpochLine', 'fit_learner']
 
 # %% ../nbs/09a_fit.ipynb #9dc26c52
 import json, os, random, shutil, tempfile, time, warnings
@@ -318,26 +318,17 @@ class EpochLine(Callback):
         print(f"epoch {self.epoch + 1}/{self.n_epoch}: {', '.join(parts)} ({time.perf_counter() - self.t:.1f}s)", flush=True)
     def after_validate(self): self.validated = True
 
-class CPUAutocast(Callback):
-    "bf16 autocast for the forward pass and the loss on a CPU with native bf16 (fastai's `MixedPrecision` autocasts CUDA only)"
-    order = 10
-    def before_batch(self): self.ac = torch.autocast('cpu', dtype=torch.bfloat16); self.ac.__enter__()
-    def after_loss(self): self.ac.__exit__(None, None, None)
-    def after_cancel_batch(self):
-        if getattr(self, 'ac', None) is not None: self.ac.__exit__(None, None, None)
-
 def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
-                amp:str='auto', # 'auto' (CUDA: bf16 or fp16; a CPU with native bf16: bf16), 'bf16', 'fp16' or None
+                amp:str='auto', # 'auto' (bf16 or fp16 on CUDA), 'bf16', 'fp16' or None
                 progress:bool=True, # live bars in a terminal or notebook; one line per epoch in logs
                 resume_hint:str='continue with --resume', # what Ctrl-C tells the user
                ):
     "Fit `learn` on CUDA when present, with mixed precision, progress for terminals or logs, and DDP under torchrun; Ctrl-C says how to resume"
     dev = 'cuda' if torch.cuda.is_available() else 'cpu'
-    if amp == 'auto': amp = ('bf16' if torch.cuda.is_bf16_supported() else 'fp16') if dev == 'cuda' else 'bf16' if native_bf16() else None
+    if amp == 'auto': amp = ('bf16' if torch.cuda.is_bf16_supported() else 'fp16') if dev == 'cuda' else None
     cbs = list(cbs)
     learn.amp = amp                                          # `evaluate_probes` tests under the same autocast
-    if amp == 'bf16' and dev == 'cpu': cbs.append(CPUAutocast())
-    elif amp == 'bf16': learn.to_bf16()
+    if amp == 'bf16': learn.to_bf16()
     elif amp == 'fp16': learn.to_fp16()
     if not progress or rank_distrib() or not interactive(): learn.remove_cb(ProgressCallback); learn.logger = lambda *a: None
     if progress and not rank_distrib() and not interactive(): cbs.append(EpochLine())
