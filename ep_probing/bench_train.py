@@ -14,9 +14,10 @@ from fastcore.script import call_parse
 from fastai.callback.core import Callback
 from fastai.data.core import DataLoaders
 from .encoders import create_encoder, timm_model
+from .data import fmnist_sample
 from .cache import extract_features, FeatureCache
-from .pipeline import CachedTokens, cached_dl
-from .fit import fit_probes
+from .pipeline import CachedTokens, cached_dl, grid_specs
+from .fit import fit_probes, resolve_amp
 from .train import parse_specs
 from .core import user_errors, native_bf16
 
@@ -68,19 +69,20 @@ def bench_cache(enc, ds, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=32, epochs:in
 
 # %% ../nbs/11a_bench_train.ipynb #2d504f73
 def bench_grid(N:int=49, P:int=1, C:int=192, n:int=9000, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=256, epochs:int=2, opt:str='adamw')->dict:
-    "Seconds per epoch on `n` cached fp16 tokens `(N, P, C)`: the default grid of `specs` against one learning rate each"
-    from ep_probing.pipeline import grid_specs
+    "Seconds per epoch on `n` cached fp16 tokens `(N, P, C)`: the default grid of `specs` against one learning rate each, and the grid in fp32"
     g = torch.Generator().manual_seed(0)
     y = torch.randint(0, 10, (n,), generator=g)
     ds = [(p, q, int(t)) for p, q, t in zip(torch.randn(n, 1, N, C, generator=g).half(), torch.randn(n, 1, P, C, generator=g).half(), y)]
     dls = DataLoaders.from_dsets(ds, ds[:n // 10], bs=bs, shuffle=True)
     one = parse_specs(list(specs)); grid = grid_specs(one, 'default', opt)
     later = lambda ts: float(np.median(ts[1:])) if len(ts) > 1 else ts[0]
+    kw = dict(layer_order=[0], depth=1, opt=opt)
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')                                   # random labels: where the grid's choices fall means nothing
-        t1 = later(timed_fit(dls, one, C, epochs, layer_order=[0], depth=1, opt=opt))
-        tg = later(timed_fit(dls, grid, C, epochs, layer_order=[0], depth=1, opt=opt))
-    return dict(single_epoch_s=t1, grid_epoch_s=tg, ratio=tg / t1, heads=len(grid), probes=len(one))
+        t1, tg = later(timed_fit(dls, one, C, epochs, **kw)), later(timed_fit(dls, grid, C, epochs, **kw))   # the default precision
+        tf = later(timed_fit(dls, grid, C, epochs, amp=None, **kw))                                           # fp32
+    amp = resolve_amp('auto', 'cuda' if torch.cuda.is_available() else 'cpu')
+    return dict(single_epoch_s=t1, grid_epoch_s=tg, ratio=tg / t1, heads=len(grid), probes=len(one), amp=amp, grid_fp32_epoch_s=tf, amp_ratio=tf / tg)
 
 @torch.no_grad()
 def bench_extract(enc, x:torch.Tensor, bs:int=256, reps:int=2)->dict:
@@ -127,8 +129,8 @@ def ep_bench_train(model:str='vit_small_patch16_224', # timm model name (random 
             g = bench_grid(specs=specs)
             print(f"the default learning-rate grid of {specs} ({g['heads']} heads) on 9,000 cached tokens of the embedded encoder's shape: "
                   f"{g['grid_epoch_s']:.2f}s an epoch against {g['single_epoch_s']:.2f}s for one head each: {g['ratio']:.2f}x the time for {g['heads'] / g['probes']:.0f}x the heads")
+            print(f"the same grid in fp32: {g['grid_fp32_epoch_s']:.2f}s an epoch; the default precision ({g['amp'] or 'fp32'} autocast) is {g['amp_ratio']:.2f}x faster")
         if 'extract' in only:
-            from ep_probing.data import fmnist_sample
             mae = create_encoder('mae_fmnist'); x = torch.stack([mae.transform()(fmnist_sample('test')[i][0]) for i in range(2000)])
             e = bench_extract(mae, x)
             print(f"extraction of {e['images']:,} Fashion-MNIST images by the embedded encoder: fp32 {e['fp32_s']:.1f}s, bf16 autocast {e['bf16_s']:.1f}s: "

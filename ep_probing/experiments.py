@@ -8,7 +8,7 @@ __all__ = ['run_probes', 'at_chosen', 'tuned_seeds', 'probe_costs', 'compare_pro
            'ep_experiment']
 
 # %% ../nbs/13_experiments.ipynb #f0c3ea34
-import json, time, math, timm, fastai
+import json, time, math, hashlib, shutil, timm, fastai
 from pathlib import Path
 import numpy as np, pandas as pd, torch
 from fastcore.script import call_parse
@@ -17,7 +17,7 @@ from .data import low_shot_indices
 from .pipeline import Prepared, CachedTokens, cached_dl, cache_global_features, grid_specs
 from dataclasses import replace
 from .knn import knn_sweep
-from .core import atomic_write, command_line, user_errors
+from .core import atomic_write, command_line, user_errors, Interrupted
 from .fit import fit_probes
 from .probes import list_probes, create_probe
 from .train import ProbeSpec, parse_specs
@@ -33,15 +33,28 @@ def _train_rows(p:Prepared, sub=None):
     tr = CachedTokens(t.cache, rows)
     return DataLoaders(cached_dl(tr, bs, shuffle=True, drop_last=len(rows) > bs), p.dls.valid)
 
+def _run_key(p:Prepared, specs:list, seed:int, epochs:int, sub, blrs, opt:str, kwargs:dict)->str:
+    "A digest of everything a `run_probes` result depends on: the cached tokens, the split, the specs and the training options"
+    sub = None if sub is None else hashlib.sha1(np.asarray(sub, dtype=np.int64).tobytes()).hexdigest()
+    rows = hashlib.sha1(np.asarray(p.dls.train.dataset.idxs, dtype=np.int64).tobytes()).hexdigest()
+    key = repr((str(p.caches[0].path), str(p.caches[1].path), rows, sub, [repr(s) for s in specs], seed, epochs, blrs, opt, sorted(kwargs.items())))
+    return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+_cols = ['probe', 'name', 'layer', 'params', 'seed', 'blr', 'at_edge', 'top1', 'test_top1', 'best_epoch', 'train_s']
+
 def run_probes(p:Prepared, specs:list, seed:int=0, epochs:int=10, sub=None,
                blrs='default', # learning-rate grid for probes without `blr`/`lr` (`grid_specs`); a `blr=` or `lr=` argument means none
-               opt:str='adamw', **kwargs)->pd.DataFrame:
+               opt:str='adamw',
+               parts=None, # a folder where each run checkpoints every epoch and keeps its results: a rerun continues and reuses them
+               **kwargs)->pd.DataFrame:
     "Train `specs` (each over its grid) together on the prepared tokens; one row per probe: its chosen grid point, test top-1 at its best validation epoch"
     if kwargs.get('blr') is not None or kwargs.get('lr') is not None: blrs = 'none'
-    learn = fit_probes(_train_rows(p, sub), grid_specs(parse_specs(specs), blrs, opt), len(p.classes), p.dim, epochs=epochs, seed=seed,
+    specs = grid_specs(parse_specs(specs), blrs, opt)
+    out = None if parts is None else Path(parts)/_run_key(p, specs, seed, epochs, sub, blrs, opt, kwargs)
+    if out is not None and (out/'results.csv').exists(): return pd.read_csv(out/'results.csv').assign(seed=seed)[_cols]   # finished earlier
+    learn = fit_probes(_train_rows(p, sub), specs, len(p.classes), p.dim, epochs=epochs, seed=seed, out=out, resume=out is not None,
                        test_dl=p.test_dl, layer_order=p.layers, depth=p.depth, progress=False, opt=opt, **kwargs)
-    r = learn.results.reset_index().assign(seed=seed)
-    return r[['probe', 'name', 'layer', 'params', 'seed', 'blr', 'at_edge', 'top1', 'test_top1', 'best_epoch', 'train_s']]
+    return learn.results.reset_index().assign(seed=seed)[_cols]
 
 def at_chosen(specs:list, r:pd.DataFrame)->list:
     "`specs` fixed at the base learning rates chosen in `r` (rows of `run_probes`), keeping their labels"
@@ -252,12 +265,19 @@ def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
         t0 = time.perf_counter()
         p = Prepared(encoder, data, layers='all' if which == 'layers' else '-1', train_size=train_size, test_size=test_size, cache_dir=cache_dir, bs=bs,
                      pretrained=pretrained, checkpoint=checkpoint)
-        kw = dict(epochs=epochs, opt=opt, blr=blr, blrs=blrs)
-        if which == 'compare': df = compare_probes(p, seeds=sd, **kw)
-        elif which == 'layers': df = layerwise(p, seeds=sd, **kw)
-        elif which == 'lowshot': df = lowshot(p, seeds=sd, **kw)
-        else: df = num_queries(p, seeds=sd, **kw)
+        parts = Path(out).with_suffix('.parts')                  # every training run's checkpoint and results, until the CSV is written
+        kw = dict(epochs=epochs, opt=opt, blr=blr, blrs=blrs, parts=parts)
+        try:
+            if which == 'compare': df = compare_probes(p, seeds=sd, **kw)
+            elif which == 'layers': df = layerwise(p, seeds=sd, **kw)
+            elif which == 'lowshot': df = lowshot(p, seeds=sd, **kw)
+            else: df = num_queries(p, seeds=sd, **kw)
+        except KeyboardInterrupt:
+            done = len(list(parts.glob('*/results.csv'))) if parts.exists() else 0
+            raise Interrupted(f"interrupted; run the same command again to continue: {done} finished training runs and the last epoch of the "
+                              f"current one are kept in {parts}") from None
         atomic_write(out, lambda t: df.to_csv(t, index=False))
+        shutil.rmtree(parts, ignore_errors=True)
         info = p.caches[0].meta['info']
         meta = dict(command=command_line(ep_experiment, args), seconds=round(time.perf_counter() - t0), threads=torch.get_num_threads(),
                     encoder=info['encoder'], n_train=len(p.tr_idx), n_valid=len(p.va_idx), n_test=len(p.test_dl.dataset),

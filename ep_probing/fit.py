@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['save_head', 'load_head', 'SeedEpoch', 'BestHeads', 'Checkpoint', 'load_checkpoint', 'AppendCSVLogger',
            'ProbeDistributedTrainer', 'build_probes', 'probe_learner', 'evaluate_probes', 'select_heads', 'fit_probes',
-           'EpochLine', 'fit_learner']
+           'EpochLine', 'CPUAutocast', 'resolve_amp', 'fit_learner']
 
 # %% ../nbs/09a_fit.ipynb #9dc26c52
 import json, os, random, shutil, tempfile, time, warnings
@@ -19,7 +19,7 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.optimizer import Adam
 from fastai.learner import Learner
 import fastai.distributed                                    # adds Learner.distrib_ctx (DDP through accelerate)
-from fastai.torch_core import rank_distrib, num_distrib
+from fastai.torch_core import rank_distrib, num_distrib, to_float
 from safetensors.torch import save_file, load_file
 from .core import atomic_write, interactive, Interrupted, native_bf16
 from .probes import create_probe, Probe, n_params
@@ -276,7 +276,7 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
                resume:bool=False, # continue an interrupted run in `out` from its last complete epoch
                seed:int=0, # seeds probe initialisation, shuffling and augmentation per epoch
                pct_warmup:float=1/9, # warm-up fraction (the paper: 10 of 90 epochs)
-               amp:str='auto', # 'auto' (bf16/fp16 on CUDA), 'bf16', 'fp16' or None
+               amp:str='auto', # 'auto' (bf16/fp16 on CUDA, bf16 on CPUs with native bf16), 'bf16', 'fp16' or None
                progress:bool=True, # fastprogress bars
                meta:dict=None, # facts recorded with every saved head (encoder, data...)
                test_dl=None, # evaluate the best heads on it: `test_top1`, `test_top5` columns
@@ -318,17 +318,33 @@ class EpochLine(Callback):
         print(f"epoch {self.epoch + 1}/{self.n_epoch}: {', '.join(parts)} ({time.perf_counter() - self.t:.1f}s)", flush=True)
     def after_validate(self): self.validated = True
 
+class CPUAutocast(Callback):
+    "bf16 autocast on the CPU around each batch's forward and loss (fastai's `MixedPrecision` is CUDA-only); `close` leaves it after an error"
+    order = 10
+    def before_batch(self): self.ctx = torch.autocast('cpu', dtype=torch.bfloat16); self.ctx.__enter__()   # per batch: cached weight casts stay fresh
+    def after_pred(self): self.learn.pred = to_float(self.pred)                                    # floating outputs back to fp32
+    def after_loss(self): self.close()
+    def close(self):
+        if getattr(self, 'ctx', None) is not None: self.ctx.__exit__(None, None, None); self.ctx = None
+
+def resolve_amp(amp:str, dev:str)->str:
+    "The autocast dtype name for `amp` on `dev`: 'auto' is bf16 (fp16 on GPUs without it) on CUDA, bf16 on CPUs with native bf16, else None"
+    if amp not in ('auto', 'bf16', 'fp16', None): raise ValueError(f"amp={amp!r}: use 'auto', 'bf16', 'fp16' or None")
+    if amp == 'auto': return ('bf16' if torch.cuda.is_bf16_supported() else 'fp16') if dev == 'cuda' else 'bf16' if native_bf16(dev) else None
+    if amp == 'fp16' and dev == 'cpu': raise ValueError("amp='fp16' needs CUDA; on the CPU use 'bf16' or None")
+    return amp
+
 def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
-                amp:str='auto', # 'auto' (bf16 or fp16 on CUDA), 'bf16', 'fp16' or None
+                amp:str='auto', # 'auto' (bf16/fp16 on CUDA, bf16 on CPUs with native bf16), 'bf16', 'fp16' or None
                 progress:bool=True, # live bars in a terminal or notebook; one line per epoch in logs
                 resume_hint:str='continue with --resume', # what Ctrl-C tells the user
                ):
     "Fit `learn` on CUDA when present, with mixed precision, progress for terminals or logs, and DDP under torchrun; Ctrl-C says how to resume"
     dev = 'cuda' if torch.cuda.is_available() else 'cpu'
-    if amp == 'auto': amp = ('bf16' if torch.cuda.is_bf16_supported() else 'fp16') if dev == 'cuda' else None
-    cbs = list(cbs)
+    amp, cbs = resolve_amp(amp, dev), list(cbs)
     learn.amp = amp                                          # `evaluate_probes` tests under the same autocast
-    if amp == 'bf16': learn.to_bf16()
+    if dev == 'cpu' and amp == 'bf16': cbs.append(CPUAutocast())
+    elif amp == 'bf16': learn.to_bf16()
     elif amp == 'fp16': learn.to_fp16()
     if not progress or rank_distrib() or not interactive(): learn.remove_cb(ProgressCallback); learn.logger = lambda *a: None
     if progress and not rank_distrib() and not interactive(): cbs.append(EpochLine())
@@ -341,6 +357,9 @@ def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
         n = getattr(learn, 'epochs_saved', 0)
         raise Interrupted(f"interrupted after epoch {n} of {epochs}; {resume_hint}" if n else
                           f"interrupted during the first epoch; nothing was saved, run the command again") from None
+    finally:
+        for c in cbs:
+            if isinstance(c, CPUAutocast): c.close()          # an error inside a batch must not leave autocast on
     return learn
 
 # %% ../nbs/09a_fit.ipynb #3f0a370b

@@ -194,7 +194,7 @@ def mae_train(mae:MaskedAutoencoder, # the model to train
               seed:int=0, # seeds shuffling, flips and masks
               ckpt:str|Path=None, # checkpoint file, written each epoch and resumed from if present
               on_epoch=None, # called as `on_epoch(epoch, losses, times)` after each epoch
-              amp:str='auto', progress:bool=True, # mixed precision ('auto': bf16/fp16 on CUDA), progress output
+              amp:str='auto', progress:bool=True, # mixed precision ('auto': bf16/fp16 on CUDA, bf16 on CPUs with native bf16), progress output
              )->list: # mean loss per epoch
     "Pretrain `mae` with a fastai `Learner`: warm-up + cosine schedule, per-epoch checkpoints, resume"
     learn = mae_learner(mae, images, mean, std, bs, lr, wd)
@@ -260,7 +260,7 @@ def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{
                 seed:int=0, # seeds the initialisation, shuffling, flips and masks
                 threads:int=None, # torch CPU threads (default: torch's choice)
                 restart:bool=False, # ignore an existing checkpoint and start again
-                amp:str='auto', # mixed precision: 'auto' (bf16/fp16 on CUDA), 'bf16', 'fp16' or 'none'
+                amp:str='auto', # mixed precision: 'auto' (bf16/fp16 on CUDA, bf16 on CPUs with native bf16), 'bf16', 'fp16' or 'none'
                 debug:bool=False, # show tracebacks of user errors
                )->dict: # the json written beside the weights
     "Pretrain a timm ViT on Fashion-MNIST as a masked autoencoder"
@@ -270,6 +270,7 @@ def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{
     args = {k: v for k, v in locals().items() if k in inspect.signature(ep_pretrain).parameters and k != 'debug'}
     with user_errors('ep_pretrain', debug):
         if amp not in ('auto', 'bf16', 'fp16', 'none'): raise ValueError(f"--amp {amp!r}: use auto, bf16, fp16 or none")
+        if amp == 'fp16' and not torch.cuda.is_available(): raise ValueError("--amp fp16 needs CUDA; on the CPU use bf16 or none")
         if threads: torch.set_num_threads(threads)
         ck = Path(out + '.ckpt')
         if restart and ck.exists(): ck.unlink()

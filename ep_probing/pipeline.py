@@ -179,7 +179,7 @@ class Prepared:
                  stream:bool=False, # stream images (with augmentation) instead of caching tokens
                  bs:int=256, cache_dir='~/.cache/ep_probing/features', workers:int=0, progress:bool=True,
                  pretrained:bool=False, checkpoint:str=None, norm:bool=False, # encoder options
-                 data_path:str=None, device:str=None, amp:str='auto',
+                 data_path:str=None, device:str=None,
                  img_size:int=None, # input size (timm's `img_size`), e.g. 224 for a DINOv2 built for 518
                  fp32:bool=False, # extract tokens in fp32 even where bf16 is native
                 ):
@@ -245,19 +245,19 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
                 data_path:str=None, device:str=None, amp:str='auto', workers:int=0, progress:bool=True,
                 img_size:int=None, # input size (timm's `img_size`)
                 blrs='default', # learning-rate grid for probes without `blr`/`lr`: 'default', 'none' or '1e-3,1e-2'
-                fp32:bool=False): # extract tokens in fp32 even where bf16 is native
+                fp32:bool=False): # extract tokens and train the heads in fp32 even where bf16 is native
     "Probe a frozen `encoder` on `data` with several probes at once; returns the fastai `Learner` (`.results`)"
     t0 = time.perf_counter()
     if opt not in ('lars', 'adamw'): raise ValueError(f"--opt {opt!r}: use 'adamw' or 'lars' (the paper's recipe)")
     if blr is not None or lr is not None: blrs = 'none'                    # one learning rate asked for
     p = Prepared(encoder, data, layers=layers, train_size=train_size, test_size=test_size, valid_pct=valid_pct, seed=seed, stream=stream,
                  bs=bs, cache_dir=cache_dir, workers=workers, progress=progress, pretrained=pretrained, checkpoint=checkpoint, norm=norm,
-                 data_path=data_path, device=device, amp=amp, img_size=img_size, fp32=fp32)
+                 data_path=data_path, device=device, img_size=img_size, fp32=fp32)
     specs = check_probes(grid_specs(probe_specs(probes, p.layers), blrs, opt), p.token_shape, len(p.classes), p.depth, p.layers[-1], p.enc.name)   # before any extraction
     try: dls = p.dls
     except KeyboardInterrupt:
         raise Interrupted('interrupted during feature extraction; run the same command again: the shards already written are kept') from None
-    learn = fit_probes(dls, specs, len(p.classes), p.dim, epochs=epochs, out=out, resume=resume, seed=seed, amp=amp, progress=progress,
+    learn = fit_probes(dls, specs, len(p.classes), p.dim, epochs=epochs, out=out, resume=resume, seed=seed, amp=None if fp32 else amp, progress=progress,
                        meta=p.meta, test_dl=p.test_dl, encoder=p.enc if stream else None, layer_order=p.layers, depth=p.depth,
                        finish=partial(_attention_png, p=p), opt=opt, blr=blr, lr=lr)
     learn.meta, learn.total_s, learn.caches, learn.prepared = p.meta, time.perf_counter() - t0, p.caches, p
@@ -325,7 +325,7 @@ def ep_probe(encoder:str='mae_fmnist', # short name (mae_fmnist, efficientnet_li
              pretrained:bool=False, # timm names: download pretrained weights (needs internet)
              checkpoint:str=None, # timm names: load weights from this local .safetensors/.pth file
              img_size:int=None, # input size for timm models (e.g. 224: DINOv2 defaults to 518 px, 1,369 tokens)
-             fp32:bool=False, # extract tokens in fp32 even where the hardware has native bf16 (bf16 autocast is the default there)
+             fp32:bool=False, # extract tokens and train the heads in fp32 even where the hardware has native bf16 (bf16 autocast is the default there)
              data_path:str=None, # fashion_mnist: directory with its IDX files (searched before the Debian package and the cache)
              device:str=None, # cpu or cuda (default: CUDA when present)
              workers:int=0, # DataLoader worker processes
@@ -344,7 +344,7 @@ def ep_probe(encoder:str='mae_fmnist', # short name (mae_fmnist, efficientnet_li
                             blrs=blrs, fp32=fp32)
     m = learn.meta
     print(f"\nep_probe: {m['encoder']} on {m['data']} ({len(m['classes'])} classes), layers {m['layers']}, {epochs} epochs, "
-          f"{opt}; {'streamed' if stream else 'cached tokens'} ({learn.prepared.extract_amp or 'fp32'} extraction); {len(learn.heads)} heads "
+          f"{opt}; {'streamed' if stream else 'cached tokens'} ({learn.prepared.extract_amp or 'fp32'} extraction, {learn.amp or 'fp32'} heads); {len(learn.heads)} heads "
           f"({len(learn.results)} probes x their grid points) trained together in {learn.results.train_s.iloc[0]:.1f}s "
           f"({learn.total_s:.1f}s in all)\n")
     print(results_table(learn))

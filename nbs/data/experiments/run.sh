@@ -2,9 +2,10 @@
 # The heavy runs behind nbs/13_experiments.ipynb, on the embedded MAE encoder and the Fashion-MNIST
 # test split (10,000 images). Each writes <name>.csv (one row per probe and seed) and <name>.json
 # (the exact command, wall seconds, threads, the encoder's weights hash, library versions).
-# ep_experiment tunes every probe by default: its learning-rate grid (--blrs) is chosen on validation with
-# the first seed, and the other seeds train at that point. The committed CSVs predate this (their .json
-# commands say --blrs none); running this script regenerates them with the grid.
+# ep_experiment tunes every probe: its learning-rate grid (--blrs default) is chosen on validation with
+# the first seed, and the other seeds train at that point. single_lr/ keeps the CSVs of before, with one
+# learning rate for every probe (--blrs none). An interrupted run continues when run again: every training
+# run checkpoints each epoch under <name>.parts/ until <name>.csv is written.
 # From the repository root:  bash nbs/data/experiments/run.sh [compare|layers|lowshot|queries ...]
 set -euo pipefail
 cd "$(dirname "$0")"
