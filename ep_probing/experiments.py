@@ -184,12 +184,12 @@ def lowshot(p:Prepared, ks=(1, 2, 5, 10, 25, 100), fracs=(0.01, 0.1), seeds=(0, 
     lab = type('Labels', (), {'targets': ys, '__len__': lambda s: len(ys)})()
     rows = []
     for shots in [('k', k) for k in ks] + [('frac', f) for f in fracs]:
-        specs = parse_specs(list(probes))
+        specs, kw = parse_specs(list(probes)), kwargs                                 # every amount of labels gets its own grid search
         for s in seeds:
             sub = low_shot_indices(lab, **{shots[0]: shots[1]}, seed=s)
             ep = max(epochs, math.ceil(min_steps / len(_train_rows(p, sub).train)))       # 10 images: 2 steps an epoch
-            r = run_probes(p, specs, s, ep, sub=sub, **kwargs)
-            if s == seeds[0]: specs, kwargs = at_chosen(specs, r), {**kwargs, 'blrs': 'none'}   # the grid point of the first seed for the others
+            r = run_probes(p, specs, s, ep, sub=sub, **kw)
+            if s == seeds[0]: specs, kw = at_chosen(specs, r), {**kw, 'blrs': 'none'}   # the grid point of the first seed for the other seeds
             r = r.assign(shots=f'{shots[1]}{"/class" if shots[0] == "k" else ""}', n_train=len(sub), epochs=ep)
             va, te, (k, T) = knn_valid_test(p, p.dls.train.dataset.idxs[sub])
             rows.append(r); rows.append(pd.DataFrame([dict(probe='knn', name='knn', layer=p.layers[-1], params=0, seed=s, top1=va, test_top1=te,
