@@ -343,7 +343,8 @@ def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
     dev = 'cuda' if torch.cuda.is_available() else 'cpu'
     amp, cbs = resolve_amp(amp, dev), list(cbs)
     learn.amp = amp                                          # `evaluate_probes` tests under the same autocast
-    if dev == 'cpu' and amp == 'bf16': cbs.append(CPUAutocast())
+    cpu_ac = CPUAutocast() if dev == 'cpu' and amp == 'bf16' else None
+    if cpu_ac: cbs.append(cpu_ac)
     elif amp == 'bf16': learn.to_bf16()
     elif amp == 'fp16': learn.to_fp16()
     if not progress or rank_distrib() or not interactive(): learn.remove_cb(ProgressCallback); learn.logger = lambda *a: None
@@ -358,8 +359,7 @@ def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
         raise Interrupted(f"interrupted after epoch {n} of {epochs}; {resume_hint}" if n else
                           f"interrupted during the first epoch; nothing was saved, run the command again") from None
     finally:
-        for c in cbs:
-            if isinstance(c, CPUAutocast): c.close()          # an error inside a batch must not leave autocast on
+        if cpu_ac: cpu_ac.close()                            # an error inside a batch must not leave autocast on
     return learn
 
 # %% ../nbs/09a_fit.ipynb #3f0a370b

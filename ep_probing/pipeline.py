@@ -21,7 +21,7 @@ from fastai.data.core import DataLoaders
 from .encoders import create_encoder, FrozenEncoder, ConvertImage
 from .cache import extract_features, FeatureCache
 from .data import FashionMNIST, fmnist_sample, image_folder, targets_of, low_shot_indices, stratified_split, TransformDataset
-from .fit import fit_probes, build_probes
+from .fit import fit_probes, build_probes, resolve_amp
 from .train import ProbeSpec, parse_specs, expand_grid, probe_aliases
 from .core import Interrupted, user_errors, native_bf16
 from .knn import knn_sweep, global_features
@@ -186,7 +186,7 @@ class Prepared:
         self.device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
         enc0 = encoder if isinstance(encoder, FrozenEncoder) else create_encoder(encoder, layers=-1, pretrained=pretrained, checkpoint=checkpoint, norm=norm, img_size=img_size)
         self.layers, self.depth = parse_layers(layers, enc0.depth), enc0.depth
-        self.extract_amp = None if fp32 else 'bf16' if native_bf16(self.device) else 'fp16' if self.device.startswith('cuda') else None
+        self.extract_amp = None if fp32 else resolve_amp('auto', 'cuda' if self.device.startswith('cuda') else 'cpu')   # the same rule as the heads'
         self.enc = create_encoder(enc0.model, layers=self.layers, norm=norm, amp=self.extract_amp)   # the cache key records it
         self.enc.name, self.enc.data_config = enc0.name, enc0.data_config
         self.train_ds, self.test_ds, self.classes, self.name = load_data(data, data_path, channels=self.enc.in_chans)
