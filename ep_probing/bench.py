@@ -55,9 +55,9 @@ def count_macs(f, # a function of no arguments to run once
     return fc.get_total_flops() // 2
 
 # %% ../nbs/04b_bench.ipynb #763dae47
-bench_cases = {'ep': ('ep', {}), 'ep_value_first': ('ep', dict(pool_first=False)), 'mhca': ('mhca', {})}
+bench_cases = {'ep': ('ep', {}), 'ep_value_first': ('ep', dict(pool_first=False)), 'mhca': ('mhca', {}), 'mhca_pool_first': ('mhca', dict(pool_first=True))}
 
-def resolve_cases(probes:str='ep,ep_value_first,mhca' # comma-separated case or probe names, or 'all'
+def resolve_cases(probes:str='ep,ep_value_first,mhca,mhca_pool_first' # comma-separated case or probe names, or 'all'
                  )->dict:
     "Map a comma-separated list of names (or `'all'`) to `{label: (probe name, options)}`"
     if probes == 'all': names = ['ep', 'ep_value_first'] + [n for n in probe_registry if n != 'ep']
@@ -130,7 +130,7 @@ def bench_table(cases:dict, # `{label: probe}`, on the batch's device
         if memory: r['peak_mb'] = bench_memory(cases[r['probe']], x, prefix, y, amp=amp)
     return pd.DataFrame(rows).set_index('probe')
 
-def bench_probes(probes:str='ep,ep_value_first,mhca', # case names (see `resolve_cases`) or 'all'
+def bench_probes(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # case names (see `resolve_cases`) or 'all'
                  batch_size:int=64, num_tokens:int=196, dim:int=768, num_classes:int=1000,
                  steps:int=10, warmup:int=3, # timed steps (median) and untimed warm-up steps
                  device:str=None, # 'cpu', 'cuda', ...; None: CUDA when present
@@ -157,7 +157,7 @@ def bench_ratios(df, ref:str='ep')->list:
 
 # %% ../nbs/04b_bench.ipynb #e7ac9984
 @call_parse
-def ep_bench(probes:str='ep,ep_value_first,mhca', # comma-separated probes (ep_value_first: EP in the paper's order) or 'all'
+def ep_bench(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # comma-separated probes (ep_value_first: EP in the paper's order; mhca_pool_first: MHCA pool-first) or 'all'
              batch_size:int=64, # B
              num_tokens:int=196, # N (ViT-B/16 at 224 px)
              dim:int=768, # C

@@ -19,11 +19,12 @@ class MultiHeadCrossAttentionPool(nn.Module):
                  num_heads:int=None, # heads `H`, each `dim/num_heads` wide; None: `dim // 64` (timm ViTs' head width), at least 1
                  qkv_bias:bool=False, # biases in `q`, `k`, `v`
                  proj_bias:bool=False, # bias in the output projection `proj`
+                 pool_first:bool=False, # pool the tokens per head, then project (exact, cheaper); False: project every token (the usual order)
                 ):
         super().__init__()
         if num_heads is None: num_heads = max(1, dim // 64)
         check_divisible(dim, num_heads, what='num_heads')
-        store_attr('dim,num_heads')
+        store_attr('dim,num_heads,pool_first')
         self.head_dim, self.out_dim = dim // num_heads, dim
         self.scale = self.head_dim ** -0.5
         self.fused_attn = use_fused_attn()
@@ -56,10 +57,24 @@ def attn_weights(self:MultiHeadCrossAttentionPool, x:torch.Tensor # tokens `(B, 
 @patch
 def forward(self:MultiHeadCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
            )->torch.Tensor: # pooled `(B, C)`
-    "Pool the tokens with the fused SDPA kernel, or explicitly through `attn_weights`"
+    "Pool the tokens with the fused SDPA kernel, or explicitly through `attn_weights`; pool-first when `pool_first`"
+    if self.pool_first: return self.forward_pool_first(x)
     check_tokens(x, self.dim)
     B, N, C = x.shape
     v = self._heads(self.v(x))                                             # (B, H, N, d)
     if self.fused_attn: y = F.scaled_dot_product_attention(self._q(B), self._heads(self.k(x)), v)  # (B, H, 1, d)
     else: y = self.attn_weights(x).unsqueeze(2) @ v                        # (B, H, 1, d)
     return self.proj(y.transpose(1, 2).reshape(B, C))                      # (B, C)
+
+# %% ../nbs/01_mhca.ipynb #b5b3d371
+@patch
+def forward_pool_first(self:MultiHeadCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
+                      )->torch.Tensor: # pooled `(B, C)`, equal to the usual order's
+    "Fold each head's query into `W_K`, pool the tokens per head, then apply `W_V` and `W_O`: no token is projected"
+    check_tokens(x, self.dim)
+    H, d, C = self.num_heads, self.head_dim, self.dim
+    q = self.q(self.query).view(H, d) * self.scale                               # (H, d)
+    a = (torch.einsum('hd,hdc->hc', q, self.k.weight.view(H, d, C)) @ x.transpose(1, 2)).softmax(-1)   # (H, C) @ (B, C, N) -> (B, H, N)
+    y = torch.einsum('bhc,hdc->bhd', a @ x, self.v.weight.view(H, d, C))         # (B, H, C) -> (B, H, d)
+    if self.v.bias is not None: y = y + self.v.bias.view(H, d)                   # weights sum to 1: the bias passes through
+    return self.proj(y.reshape(len(x), C))                                       # (B, C)

@@ -32,10 +32,11 @@ def test_ep_bench_console_script(tmp_path):
     r = subprocess.run([exe, '--batch_size', '8', '--num_tokens', '16', '--dim', '64', '--num_classes', '10',
                         '--steps', '2', '--warmup', '1', '--csv', str(csv)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert "ep_value_first: " in r.stdout and "mhca: " in r.stdout and "x ep's time" in r.stdout
+    assert "ep_value_first: " in r.stdout and "mhca: " in r.stdout and "mhca_pool_first: " in r.stdout and "x ep's time" in r.stdout
     df = pd.read_csv(csv, index_col='probe')
-    assert list(df.index) == ['ep', 'ep_value_first', 'mhca']
+    assert list(df.index) == ['ep', 'ep_value_first', 'mhca', 'mhca_pool_first']       # both probes in both orders
     assert df.loc['ep', 'fwd_mmacs_per_img'] < df.loc['ep_value_first', 'fwd_mmacs_per_img']
+    assert df.loc['mhca_pool_first', 'fwd_mmacs_per_img'] < df.loc['mhca', 'fwd_mmacs_per_img']
     assert not list(csv.parent.glob('*.tmp'))                      # the CSV was written atomically
 
 def test_ep_bench_bad_probe_is_a_clear_error():
