@@ -76,7 +76,8 @@ def _make(name, kw, dim, num_classes, num_tokens):
     return create_probe(name, dim, num_classes, **kw)
 
 def _step(probe, x, prefix, y):
-    F.cross_entropy(probe(x, prefix).float(), y).backward()
+    out = probe(x, prefix)                                        # logits, or a tuple of logits (heads computed together)
+    sum(F.cross_entropy(o.float(), y) for o in (out if isinstance(out, tuple) else (out,))).backward()
     probe.zero_grad(set_to_none=False)
 
 def _sync(device):

@@ -9,7 +9,7 @@ __all__ = ['EpochTimer', 'RandomImages', 'timed_fit', 'bench_joint', 'bench_cach
 # %% ../nbs/11a_bench_train.ipynb #4397f690
 import time, tempfile, warnings, copy
 from pathlib import Path
-import numpy as np, torch, timm, torch.nn.functional as F
+import numpy as np, torch, timm, torch.nn as nn
 from fastcore.script import call_parse
 from fastai.callback.core import Callback
 from fastai.data.core import DataLoaders
@@ -19,8 +19,8 @@ from .cache import extract_features, FeatureCache
 from .pipeline import CachedTokens, cached_dl, grid_specs
 from .fit import fit_probes, resolve_amp
 from .train import parse_specs
+from .bench import bench_time, bench_batch
 from .probes import create_probe
-from .ep import EfficientProbing
 from .core import user_errors, native_bf16
 
 # %% ../nbs/11a_bench_train.ipynb #a2892fdf
@@ -108,24 +108,14 @@ def _batched_heads(probes:list, z:torch.Tensor # pooled `(B, G, C')`, one slice 
     return (torch.einsum('bgc,gkc->bgk', z, w) + b).unbind(1)
 
 def together(probes:list, # `Probe`s of one kind with the same options (e.g. one probe's grid)
-             how:str=None, # 'pool' (parameter-free pools), 'queries' (EP) or 'vmap'; None: the first that applies
+             how:str=None, # 'pool' (parameter-free pools) or 'vmap'; None: the one that applies
             ):
     "A function `(x, prefix) -> logits per probe` computing `probes` together, and the way it does it"
     p0 = probes[0]; names = [n for n, _ in p0.pool.named_parameters()]
-    how = how or ('pool' if not names else 'queries' if isinstance(p0.pool, EfficientProbing) and p0.pool.pool_first else 'vmap')
+    how = how or ('vmap' if names else 'pool')
     if how == 'pool':
         if names: raise ValueError(f"how='pool' needs a pool without parameters; {type(p0.pool).__name__} has {names}")
         def f(x, prefix=None): return _batched_heads(probes, p0.pool(p0.select(x, prefix)).unsqueeze(1).expand(-1, len(probes), -1))
-    elif how == 'queries':
-        if not isinstance(p0.pool, EfficientProbing): raise ValueError(f"how='queries' is for EP pools, not {type(p0.pool).__name__}")
-        M, C = p0.pool.num_queries, p0.pool.dim
-        def f(x, prefix=None):
-            x = p0.select(x, prefix)                                                          # (B, N, C)
-            q = torch.cat([p.pool.query for p in probes]) * p0.pool.scale                     # (G M, C)
-            w = torch.cat([p.pool.v.weight.view(M, -1, C) for p in probes])                   # (G M, C', C)
-            a = (q @ x.transpose(1, 2)).softmax(-1)                                           # (B, G M, N)
-            y = torch.einsum('bmc,mkc->bmk', a @ x, w).reshape(len(x), len(probes), -1)       # (B, G, C/d_out)
-            return _batched_heads(probes, y)
     elif how == 'vmap':
         base = copy.deepcopy(p0.pool).to('meta')
         def f(x, prefix=None):
@@ -133,44 +123,31 @@ def together(probes:list, # `Probe`s of one kind with the same options (e.g. one
             ps = {n: torch.stack([dict(p.pool.named_parameters())[n] for p in probes]) for n in names}   # (G, ...)
             y = torch.func.vmap(lambda q: torch.func.functional_call(base, q, (x,)))(ps)                 # (G, B, C')
             return _batched_heads(probes, y.transpose(0, 1))
-    else: raise ValueError(f"how={how!r}: use 'pool', 'queries' or 'vmap'")
+    else: raise ValueError(f"how={how!r}: use 'pool' or 'vmap'")
     return f, how
 
 # %% ../nbs/11a_bench_train.ipynb #ecc2bbdb
-def _step_ms(f, params:list, y:torch.Tensor, amp:str, steps:int)->float:
-    "Median milliseconds of one training step's forward, loss and backward of `f()`'s logits"
-    dev, ts = y.device.type, []
-    for i in range(steps + 2):
-        if dev == 'cuda': torch.cuda.synchronize()
-        t = time.perf_counter()
-        with torch.autocast(dev, dtype=getattr(torch, {'bf16': 'bfloat16', 'fp16': 'float16'}.get(amp, 'float32')), enabled=amp is not None):
-            out = f()
-        sum(F.cross_entropy(o.float(), y) for o in out).backward()
-        for p in params: p.grad = None
-        if dev == 'cuda': torch.cuda.synchronize()
-        if i >= 2: ts.append(time.perf_counter() - t)                     # the first two warm up
-    return 1000 * float(np.median(ts))
+class _Heads(nn.Module):
+    "Probes computed by `f(x, prefix)`, as one module `bench_time` can time"
+    def __init__(self, probes:list, f): super().__init__(); self.probes, self.f = nn.ModuleList(probes), f
+    def forward(self, x, prefix=None): return self.f(x, prefix)
 
 def bench_stack(N:int=49, P:int=1, C:int=192, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=256, steps:int=20, opt:str='adamw')->dict:
-    "Milliseconds of a training step of each probe's default grid: its heads one by one against `together` (every way that applies), and the whole grid with each probe computed the faster way"
-    dev = 'cuda' if torch.cuda.is_available() else 'cpu'; amp = resolve_amp('auto', dev)
-    g = torch.Generator().manual_seed(0)
-    x, pre, y = torch.randn(bs, N, C, generator=g).to(dev), torch.randn(bs, P, C, generator=g).to(dev), torch.randint(0, 10, (bs,), generator=g).to(dev)
+    "Milliseconds of a training step of each probe's default grid, its heads one by one and `together`; the whole grid with each probe the faster way"
+    dev = 'cuda' if torch.cuda.is_available() else 'cpu'; amp = resolve_amp('auto', dev) == 'bf16'    # `bench_time` autocasts to bf16 or not at all
+    x, prefix, y = bench_batch(bs, N, C, 10, num_prefix=P, device=dev)
     rows = {}
     for s in parse_specs(list(specs)):
-        grid = grid_specs([s], 'default', opt)
-        probes = [create_probe(t.name, C, 10, **t.kwargs).to(dev) for t in grid]
-        params = [q for p in probes for q in p.parameters()]
-        r = dict(heads=len(probes), separate_ms=_step_ms(lambda: [p(x, pre) for p in probes], params, y, amp, steps))
-        p0 = probes[0]; hows = ['pool'] if not list(p0.pool.parameters()) else (['queries'] if isinstance(p0.pool, EfficientProbing) else []) + ['vmap']
+        probes = [create_probe(t.name, C, 10, **t.kwargs).to(dev) for t in grid_specs([s], 'default', opt)]
+        f, how = together(probes)
         with warnings.catch_warnings():
             warnings.simplefilter('ignore')                                 # vmap's warning where an op has no batching rule (SDPA on CPU)
-            for how in hows: f, _ = together(probes, how); r[f'{how}_ms'] = _step_ms(lambda: f(x, pre), params, y, amp, steps)
-        r['best'] = min(hows, key=lambda h: r[f'{h}_ms']); r['ratio'] = r['separate_ms'] / r[f"{r['best']}_ms"]
-        rows[s.label] = r
+            ms = bench_time({'separate': _Heads(probes, lambda x, pre: tuple(p(x, pre) for p in probes)), 'together': _Heads(probes, f)},
+                            x, prefix, y, steps, warmup=2, amp=amp)
+        rows[s.label] = dict(heads=len(probes), how=how, separate_ms=ms['separate'], together_ms=ms['together'], ratio=ms['separate'] / ms['together'])
     sep = sum(r['separate_ms'] for r in rows.values())
-    best = sum(min(r['separate_ms'], r[f"{r['best']}_ms"]) for r in rows.values())   # each probe together only where that is faster
-    return dict(probes=rows, separate_ms=sep, together_ms=best, ratio=sep / best, amp=amp, device=dev, bs=bs)
+    best = sum(min(r['separate_ms'], r['together_ms']) for r in rows.values())   # each probe together only where that is faster
+    return dict(probes=rows, separate_ms=sep, together_ms=best, ratio=sep / best, amp='bf16' if amp else None, device=dev, bs=bs)
 
 # %% ../nbs/11a_bench_train.ipynb #1ddaad3e
 @call_parse
@@ -207,9 +184,8 @@ def ep_bench_train(model:str='vit_small_patch16_224', # timm model name (random 
             print(f"the same grid in fp32: {g['grid_fp32_epoch_s']:.2f}s an epoch; the default precision ({g['amp'] or 'fp32'} autocast) is {g['amp_ratio']:.2f}x faster")
         if 'stack' in only:
             s = bench_stack(specs=specs)
-            ways = lambda r: ', '.join(f"{k[:-3]} {r['separate_ms'] / v:.2f}x" for k, v in r.items() if k.endswith('_ms') and k != 'separate_ms')
-            print(f"the heads of each probe's default grid computed together (one training step's forward and backward, bs {s['bs']}, {s['amp'] or 'fp32'} autocast, {s['device']}): "
-                  + '; '.join(f"{k} {r['heads']} heads {r['separate_ms']:.1f} ms one by one, {r[r['best'] + '_ms']:.1f} ms together ({ways(r)})" for k, r in s['probes'].items())
+            print(f"the heads of each probe's default grid computed together (one training step's forward and backward, bs {s['bs']}, {s['amp'] or 'fp32'}, {s['device']}): "
+                  + '; '.join(f"{k} {r['heads']} heads {r['separate_ms']:.1f} ms one by one, {r['together_ms']:.1f} ms together ({r['how']}, {r['ratio']:.2f}x)" for k, r in s['probes'].items())
                   + f"; all {sum(r['heads'] for r in s['probes'].values())} heads: {s['separate_ms']:.0f} ms one by one, {s['together_ms']:.0f} ms with each probe together where that is faster: {s['ratio']:.2f}x")
         if 'extract' in only:
             mae = create_encoder('mae_fmnist'); x = torch.stack([mae.transform()(fmnist_sample('test')[i][0]) for i in range(2000)])

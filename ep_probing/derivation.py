@@ -61,13 +61,11 @@ def forward(self:MultiQueryCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C
 def fold_keys(pool:MultiHeadCrossAttentionPool # a pool whose `W_Q` may or may not be folded yet
              )->MultiQueryCrossAttentionPool:
     "The `MultiQueryCrossAttentionPool` with `num_heads` full-width queries that computes exactly what `pool` computes"
-    C, H, d = pool.dim, pool.num_heads, pool.head_dim
+    C, H = pool.dim, pool.num_heads
     m = MultiQueryCrossAttentionPool(C, H, v_bias=pool.v.bias is not None, proj_bias=pool.proj.bias is not None)
     m = m.to(pool.query)
-    q = pool.q(pool.query).reshape(H, d)                            # (H, d) per-head queries
-    Wk = pool.k.weight.reshape(H, d, C)                             # (H, d, C): head h's rows of W_K^T
     with torch.no_grad():
-        m.query.copy_(torch.einsum('hd,hdc->hc', q, Wk) * pool.scale / m.scale)  # (H, C); b_K is dropped
+        m.query.copy_(pool.folded_queries() / m.scale)              # (H, C): q_h W_K^h / sqrt(d), stored for MQCA's C^-1/2 scale; b_K is dropped
         m.v.load_state_dict(pool.v.state_dict()); m.proj.load_state_dict(pool.proj.state_dict())
     return m
 

@@ -68,13 +68,18 @@ def forward(self:MultiHeadCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)
 
 # %% ../nbs/01_mhca.ipynb #b5b3d371
 @patch
+def folded_queries(self:MultiHeadCrossAttentionPool)->torch.Tensor: # `(H, C)`: one full-width vector per head
+    "Each head's query folded into its rows of `W_K`, scaled: head `h`'s logits are the raw tokens times row `h` (a key bias cancels in the softmax)"
+    H, d = self.num_heads, self.head_dim
+    return torch.einsum('hd,hdc->hc', self.q(self.query).view(H, d), self.k.weight.view(H, d, self.dim)) * self.scale
+
+@patch
 def forward_pool_first(self:MultiHeadCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
                       )->torch.Tensor: # pooled `(B, C)`, equal to the usual order's
     "Fold each head's query into `W_K`, pool the tokens per head, then apply `W_V` and `W_O`: no token is projected"
     check_tokens(x, self.dim)
     H, d, C = self.num_heads, self.head_dim, self.dim
-    q = self.q(self.query).view(H, d) * self.scale                               # (H, d)
-    a = (torch.einsum('hd,hdc->hc', q, self.k.weight.view(H, d, C)) @ x.transpose(1, 2)).softmax(-1)   # (H, C) @ (B, C, N) -> (B, H, N)
+    a = (self.folded_queries() @ x.transpose(1, 2)).softmax(-1)                  # (H, C) @ (B, C, N) -> (B, H, N)
     y = torch.einsum('bhc,hdc->bhd', a @ x, self.v.weight.view(H, d, C))         # (B, H, C) -> (B, H, d)
     if self.v.bias is not None: y = y + self.v.bias.view(H, d)                   # weights sum to 1: the bias passes through
     return self.proj(y.reshape(len(x), C))                                       # (B, C)
