@@ -4,10 +4,12 @@
 
 # %% auto #0
 __all__ = ['user_error_types', 'check_tokens', 'check_divisible', 'infer_grid', 'atomic_write', 'command_line', 'interactive',
-           'native_bf16', 'Interrupted', 'user_errors']
+           'native_bf16', 'command_voice', 'survive_closed_stdout', 'Interrupted', 'user_errors', 'out_lock']
 
 # %% ../nbs/00_core.ipynb #1cb1a6f0
-import inspect, math, os, re, sys, tempfile, traceback
+import inspect, math, os, re, sys, tempfile, traceback, warnings
+try: import fcntl
+except ImportError: fcntl = None                                   # Windows: output folders are not locked
 from contextlib import contextmanager
 from pathlib import Path
 import torch
@@ -86,6 +88,39 @@ def native_bf16(device:str='cpu')->bool:
     except OSError: return False
     return bool(re.search(r'\b(avx512_bf16|amx_bf16)\b', flags))
 
+# %% ../nbs/00_core.ipynb #9ed4cb32
+@contextmanager
+def command_voice(cmd:str, # the command's name
+                  enabled:bool=True):
+    "Show warnings as one line `cmd: warning: <message>` on stderr while inside"
+    if not enabled: yield; return
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{cmd}: warning: {' '.join(str(message).split())}", file=file or sys.stderr, flush=True)
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+# %% ../nbs/00_core.ipynb #ca7917b4
+class _PipeSafe:
+    "A text stream that, on a broken pipe, points its file descriptor at /dev/null and carries on"
+    def __init__(self, s): self._s = s
+    def __getattr__(self, k): return getattr(self._s, k)
+    def _safe(self, f, *a):
+        try: return f(*a)
+        except BrokenPipeError:
+            try: os.dup2(os.open(os.devnull, os.O_WRONLY), self._s.fileno())
+            except (OSError, ValueError): pass
+    def write(self, s): return self._safe(self._s.write, s) or len(s)
+    def flush(self): self._safe(self._s.flush)
+
+@contextmanager
+def survive_closed_stdout(enabled:bool=True):
+    "Inside, a closed standard output (`cmd | head`) no longer stops the work: later output is dropped"
+    if not enabled or isinstance(sys.stdout, _PipeSafe): yield; return
+    old, sys.stdout = sys.stdout, _PipeSafe(sys.stdout)
+    try: yield
+    finally: sys.stdout = old
+
 # %% ../nbs/00_core.ipynb #afba8afc
 class Interrupted(KeyboardInterrupt):
     "Ctrl-C during a run; its message says what was saved and how to continue"
@@ -95,12 +130,13 @@ user_error_types = (ValueError, OSError, ImportError)   # FileNotFoundError, a f
 @contextmanager
 def user_errors(cmd:str, # the command's name, e.g. 'ep_probe'
                 debug:bool=False, # re-raise, with the traceback
-                cli:bool=None, # run as the command `cmd`? (default: when `sys.argv[0]` is `cmd`); called from Python, errors propagate
+                cli:bool=None, # run as the command `cmd`? (default: when `sys.argv[0]` is `cmd`); from Python, errors propagate
                ):
-    "On the command line, turn user errors into one line `cmd: error: ...` on stderr and exit 2, and Ctrl-C into exit 130 with how to resume"
+    "On the command line: user errors as one line `cmd: error: ...` and exit 2, warnings as `cmd: warning: ...`, Ctrl-C as exit 130"
     if cli is None: cli = Path(sys.argv[0]).name == cmd
     debug = debug or not cli or os.environ.get('EP_PROBING_DEBUG', '') not in ('', '0')
-    try: yield
+    try:
+        with command_voice(cmd, enabled=cli and not debug), survive_closed_stdout(enabled=cli): yield
     except KeyboardInterrupt as e:
         if debug: raise
         print(f"{cmd}: {e if isinstance(e, Interrupted) and str(e) else 'interrupted'}", file=sys.stderr); sys.exit(130)
@@ -108,3 +144,25 @@ def user_errors(cmd:str, # the command's name, e.g. 'ep_probe'
         if debug: raise
         msg = ' '.join(str(e).split()) or type(e).__name__
         print(f"{cmd}: error: {msg} (--debug shows the traceback)", file=sys.stderr); sys.exit(2)
+
+# %% ../nbs/00_core.ipynb #62ce1d83
+_held_locks = {}
+
+@contextmanager
+def out_lock(folder, # the output folder (created if missing)
+             flag:str='--out', # what the command calls it, for the message
+            ):
+    "Hold `folder` for this process; a run in another process holding it gives a `ValueError` naming its PID"
+    folder = Path(folder); folder.mkdir(parents=True, exist_ok=True); key = (os.getpid(), str(folder.resolve()))
+    if key in _held_locks or fcntl is None: yield folder; return                  # re-entered by the same run
+    fd = os.open(folder, os.O_RDONLY)
+    try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        try: pid = (folder/'.lock').read_text().strip()
+        except OSError: pid = 'unknown'
+        raise ValueError(f"{folder} is in use by another run (PID {pid}); wait for it to end or choose another {flag}") from None
+    _held_locks[key] = fd
+    try: (folder/'.lock').write_text(str(os.getpid())); yield folder
+    finally:
+        (folder/'.lock').unlink(missing_ok=True); del _held_locks[key]; os.close(fd)
