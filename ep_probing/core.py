@@ -119,7 +119,7 @@ def survive_closed_stdout(enabled:bool=True):
     if not enabled or isinstance(sys.stdout, _PipeSafe): yield; return
     old, sys.stdout = sys.stdout, _PipeSafe(sys.stdout)
     try: yield
-    finally: sys.stdout = old
+    finally: sys.stdout.flush(); sys.stdout = old                       # what is still buffered, safely
 
 # %% ../nbs/00_core.ipynb #afba8afc
 class Interrupted(KeyboardInterrupt):

@@ -5,7 +5,8 @@
 # %% auto #0
 __all__ = ['data_names', 'linear_probes', 'default_blrs', 'CachedTokens', 'cached_dl', 'load_data', 'parse_layers',
            'subset_indices', 'probe_specs', 'blr_grid', 'grid_specs', 'check_probes', 'cache_dls', 'stream_dls',
-           'Prepared', 'run_probing', 'cache_global_features', 'knn_eval', 'results_table', 'ep_probe']
+           'figure_head', 'Prepared', 'check_run_options', 'run_probing', 'cache_global_features', 'knn_eval',
+           'results_table', 'ep_probe']
 
 # %% ../nbs/11_pipeline.ipynb #d99eebed
 import json, time, warnings
@@ -21,9 +22,9 @@ from fastai.data.core import DataLoaders
 from .encoders import create_encoder, FrozenEncoder, ConvertImage
 from .cache import extract_features, FeatureCache
 from .data import FashionMNIST, fmnist_sample, image_folder, targets_of, low_shot_indices, stratified_split, TransformDataset
-from .fit import fit_probes, build_probes, resolve_amp
-from .train import ProbeSpec, parse_specs, expand_grid, probe_aliases
-from .core import Interrupted, user_errors, native_bf16
+from .fit import fit_probes, build_probes, resolve_amp, prepare_out
+from .train import ProbeSpec, parse_specs, expand_grid, probe_aliases, check_lr, max_grid
+from .core import Interrupted, user_errors, native_bf16, out_lock
 from .knn import knn_sweep, global_features
 
 # %% ../nbs/11_pipeline.ipynb #296cdca2
@@ -104,9 +105,10 @@ def grid_specs(specs:list, # `ProbeSpec`s
     "Each probe with its learning-rate grid, unless it sets `blr` or `lr` itself"
     if blrs in (None, 'none', ''): return specs
     if blrs == 'default': return [t for s in specs for t in expand_grid([s], blr_grid(s, opt))]
-    try: vals = [float(v) for v in str(blrs).replace('|', ',').split(',') if v.strip()]
-    except ValueError: raise ValueError(f"--blrs {blrs!r}: give 'default', 'none' or base learning rates like '1e-3,1e-2'") from None
-    return expand_grid(specs, vals)
+    vals = [v.strip() for v in str(blrs).replace('|', ',').split(',')]
+    if not all(vals): raise ValueError(f"--blrs {blrs!r} has an empty value; give 'default', 'none' or base learning rates like '1e-3,1e-2'")
+    if len(vals) > max_grid: raise ValueError(f"--blrs {blrs!r} has {len(vals)} values; at most {max_grid} per probe are trained")
+    return expand_grid(specs, [check_lr(v, f"--blrs {blrs!r}") for v in vals])
 
 # %% ../nbs/11_pipeline.ipynb #f1c7fb13
 def check_probes(specs:list, # `ProbeSpec`s
@@ -154,18 +156,27 @@ def stream_dls(enc, tr, te, tr_idx, va_idx, bs:int, workers:int=0, device=None):
     return dls, mk(TransformDataset(te, enc.transform()), False)
 
 # %% ../nbs/11_pipeline.ipynb #215ba38b
+def figure_head(learn)->tuple:
+    "`(probe, key)`: the table's first attentive probe and the module key of its chosen grid point (`(None, None)` if none)"
+    key_of = {s.label: k for k, s in learn.specs.items()}
+    def attentive(k):
+        pr = learn.model.probes[k]
+        return pr.tokens != 'prefix' and hasattr(pr.pool, 'attn_weights') and not getattr(pr.pool, 'grid', False)
+    return next(((g, key_of[h]) for g, h in learn.results['head'].items() if attentive(key_of[h])), (None, None))
+
 def _attention_png(learn, folder, p, n:int=6):
-    "Write `attention.png`: the first attentive probe's maps on `n` test images of the `Prepared` run `p`, one per class where possible"
+    "Write `attention.png`: the chosen head of the first attentive probe, at its best epoch, on one test image per class"
     from ep_probing.viz import save_attention_figure
     m, enc, te = learn.model, p.enc, p.test_ds
-    key = next((k for k, pr in m.probes.items() if pr.tokens != 'prefix' and hasattr(pr.pool, 'attn_weights') and not getattr(pr.pool, 'grid', False)), None)
+    g, key = figure_head(learn); learn.results['figure'] = ''
     if key is None: return
     ys = targets_of(te); idx = [int(np.flatnonzero(ys == c)[0]) for c in np.unique(ys)][:n]
     x = torch.stack([enc.transform()(te[i][0]) for i in idx])
     patch, prefix = [t.cpu() for t in enc.forward_tokens(x)[m.layer_of[key]]]
-    probe, label = m.probes[key].eval().cpu(), learn.specs[key].label
-    save_attention_figure(probe, x, patch, prefix, Path(folder)/'attention.png', mean=enc.mean, std=enc.std,
-                          titles=[f'{p.classes[ys[i]]}: {label}' for i in idx])
+    row = learn.results.loc[g]
+    save_attention_figure(m.probes[key].eval().cpu(), x, patch, prefix, Path(folder)/'attention.png', mean=enc.mean, std=enc.std,
+                          titles=[f'{p.classes[ys[i]]}: {g} (blr {row.blr:g}, epoch {row.best_epoch})' for i in idx])
+    learn.results.loc[g, 'figure'] = 'attention.png'                   # results.json says which head and epoch it shows
 
 # %% ../nbs/11_pipeline.ipynb #fe8d8c83
 class Prepared:
@@ -190,9 +201,13 @@ class Prepared:
         self.enc = create_encoder(enc0.model, layers=self.layers, norm=norm, amp=self.extract_amp)   # the cache key records it
         self.enc.name, self.enc.data_config = enc0.name, enc0.data_config
         self.train_ds, self.test_ds, self.classes, self.name = load_data(data, data_path, channels=self.enc.in_chans)
+        if len(self.classes) < 2: raise ValueError(f"{self.name} has {len(self.classes)} class; probing needs at least two")
         idx = subset_indices(self.train_ds, train_size, seed)
         a, b = stratified_split(Subset(self.train_ds, idx.tolist()), valid_pct, seed)
         self.tr_idx, self.va_idx = idx[a], idx[b]
+        if not len(self.tr_idx) or not len(self.va_idx):
+            raise ValueError(f"--train_size {train_size} leaves {len(self.tr_idx)} training and {len(self.va_idx)} validation images "
+                             f"(--valid_pct {valid_pct}); give a larger --train_size, at least a few images per class")
         if test_size: self.test_ds = Subset(self.test_ds, subset_indices(self.test_ds, test_size, seed).tolist())
         self.dim, self.stream, self.bs, self.workers, self.progress = self.enc.embed_dim, stream, bs, workers, progress
         self.cache_dir = Path(cache_dir).expanduser()
@@ -228,6 +243,19 @@ def token_shape(self:Prepared)->tuple:
         self._token_shape = (patch.shape[1], prefix.shape[1], patch.shape[2])
     return self._token_shape
 
+# %% ../nbs/11_pipeline.ipynb #e9428702
+def check_run_options(epochs:int, bs:int, train_size:int, test_size:int, valid_pct:float, seed:int, workers:int, opt:str,
+                      blr:float=None, lr:float=None):
+    "Raise a `ValueError` naming the flag for any option of `run_probing` that cannot work"
+    for k, v, lo in (('epochs', epochs, 1), ('bs', bs, 1), ('train_size', train_size, 0), ('test_size', test_size, 0),
+                     ('seed', seed, 0), ('workers', workers, 0)):
+        if not isinstance(v, (int, np.integer)) or v < lo:
+            raise ValueError(f"--{k} {v}: must be an integer of at least {lo}" + (' (0: all of the split)' if 'size' in k else ''))
+    if not 0 < valid_pct < 1: raise ValueError(f"--valid_pct {valid_pct}: give a fraction between 0 and 1, e.g. 0.1")
+    if opt not in ('lars', 'adamw'): raise ValueError(f"--opt {opt!r}: use 'adamw' or 'lars' (the paper's recipe)")
+    for k, v in (('blr', blr), ('lr', lr)):
+        if v is not None: check_lr(v, f"--{k}")
+
 # %% ../nbs/11_pipeline.ipynb #6a897677
 def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.Module`
                 *, data:str='fashion_mnist_sample', # a name of `data_names`, or an image folder (train/, test/)
@@ -248,23 +276,24 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
                 fp32:bool=False): # extract tokens and train the heads in fp32 even where bf16 is native
     "Probe a frozen `encoder` on `data` with several probes at once; returns the fastai `Learner` (`.results`)"
     t0 = time.perf_counter()
-    if opt not in ('lars', 'adamw'): raise ValueError(f"--opt {opt!r}: use 'adamw' or 'lars' (the paper's recipe)")
+    check_run_options(epochs, bs, train_size, test_size, valid_pct, seed, workers, opt, blr, lr)
     if blr is not None or lr is not None: blrs = 'none'                    # one learning rate asked for
-    p = Prepared(encoder, data, layers=layers, train_size=train_size, test_size=test_size, valid_pct=valid_pct, seed=seed, stream=stream,
-                 bs=bs, cache_dir=cache_dir, workers=workers, progress=progress, pretrained=pretrained, checkpoint=checkpoint, norm=norm,
-                 data_path=data_path, device=device, img_size=img_size, fp32=fp32)
-    specs = check_probes(grid_specs(probe_specs(probes, p.layers), blrs, opt), p.token_shape, len(p.classes), p.depth, p.layers[-1], p.enc.name)   # before any extraction
-    try: dls = p.dls
-    except KeyboardInterrupt:
-        raise Interrupted('interrupted during feature extraction; run the same command again: the shards already written are kept') from None
-    learn = fit_probes(dls, specs, len(p.classes), p.dim, epochs=epochs, out=out, resume=resume, seed=seed, amp=None if fp32 else amp, progress=progress,
-                       meta=p.meta, test_dl=p.test_dl, encoder=p.enc if stream else None, layer_order=p.layers, depth=p.depth,
-                       finish=partial(_attention_png, p=p), opt=opt, blr=blr, lr=lr)
-    learn.meta, learn.total_s, learn.caches, learn.prepared = p.meta, time.perf_counter() - t0, p.caches, p
-    if knn:
-        if p.caches is None: warnings.warn("--knn needs cached tokens; it is skipped with --stream")
-        else: learn.knn = knn_eval(*p.caches, tr_idx=p.caches[2], layer=p.layers[-1])
-    return learn
+    with out_lock(prepare_out(out)):                                     # writable, and ours alone, before any work
+        p = Prepared(encoder, data, layers=layers, train_size=train_size, test_size=test_size, valid_pct=valid_pct, seed=seed, stream=stream,
+                     bs=bs, cache_dir=cache_dir, workers=workers, progress=progress, pretrained=pretrained, checkpoint=checkpoint, norm=norm,
+                     data_path=data_path, device=device, img_size=img_size, fp32=fp32)
+        specs = check_probes(grid_specs(probe_specs(probes, p.layers), blrs, opt), p.token_shape, len(p.classes), p.depth, p.layers[-1], p.enc.name)   # before any extraction
+        try: dls = p.dls
+        except KeyboardInterrupt:
+            raise Interrupted('interrupted during feature extraction; run the same command again: the shards already written are kept') from None
+        learn = fit_probes(dls, specs, len(p.classes), p.dim, epochs=epochs, out=out, resume=resume, seed=seed, amp=None if fp32 else amp, progress=progress,
+                           meta=p.meta, test_dl=p.test_dl, encoder=p.enc if stream else None, layer_order=p.layers, depth=p.depth,
+                           finish=partial(_attention_png, p=p), opt=opt, blr=blr, lr=lr)
+        learn.meta, learn.total_s, learn.caches, learn.prepared = p.meta, time.perf_counter() - t0, p.caches, p
+        if knn:
+            if p.caches is None: warnings.warn("--knn needs cached tokens; it is skipped with --stream")
+            else: learn.knn = knn_eval(*p.caches, tr_idx=p.caches[2], layer=p.layers[-1])
+        return learn
 
 # %% ../nbs/11_pipeline.ipynb #6b8d191d
 def cache_global_features(cache:FeatureCache, rows, # a feature cache and the rows to read
@@ -335,24 +364,21 @@ def ep_probe(encoder:str='mae_fmnist', # short name (mae_fmnist, efficientnet_li
     with user_errors('ep_probe', debug):
         if device not in (None, 'cpu', 'cuda') and not str(device).startswith('cuda:'): raise ValueError(f"--device {device!r}: use cpu or cuda")
         if str(device).startswith('cuda') and not torch.cuda.is_available(): raise ValueError("--device cuda: no CUDA device is visible here; use --device cpu")
-        for k, v in dict(epochs=epochs, bs=bs).items():
-            if v < 1: raise ValueError(f"--{k} {v}: must be at least 1")
-        if not 0 < valid_pct < 1: raise ValueError(f"--valid_pct {valid_pct}: give a fraction between 0 and 1, e.g. 0.1")
         learn = run_probing(encoder, data=data, probes=probes, layers=layers, epochs=epochs, bs=bs, opt=opt, blr=blr, lr=lr, train_size=train_size,
                             test_size=test_size, valid_pct=valid_pct, stream=stream, cache_dir=cache_dir, out=out, resume=resume, seed=seed, knn=knn,
                             pretrained=pretrained, checkpoint=checkpoint, data_path=data_path, device=device, workers=workers, img_size=img_size,
                             blrs=blrs, fp32=fp32)
-    m = learn.meta
-    print(f"\nep_probe: {m['encoder']} on {m['data']} ({len(m['classes'])} classes), layers {m['layers']}, {epochs} epochs, "
-          f"{opt}; {'streamed' if stream else 'cached tokens'} ({learn.prepared.extract_amp or 'fp32'} extraction, {learn.amp or 'fp32'} heads); {len(learn.heads)} heads "
-          f"({len(learn.results)} probes x their grid points) trained together in {learn.results.train_s.iloc[0]:.1f}s "
-          f"({learn.total_s:.1f}s in all)\n")
-    print(results_table(learn))
-    if learn.results.name.eq('gap').any() and any(s.alias == 'lp_gap' for s in learn.specs.values()):
-        print("lp_gap: this encoder has no prefix token ([CLS]), so LP reads the mean of the patch tokens (GAP), as in the paper")
-    if learn.results.get('at_edge', pd.Series(dtype=bool)).any():
-        print("(edge): the chosen learning rate is at the edge of its grid; widen it with --blrs")
-    for kind, df in getattr(learn, 'knn', {}).items():
-        k, T = np.unravel_index(df.values.argmax(), df.shape)
-        print(f"k-NN on {kind}: best top-1 {100 * df.values.max():.2f} (k={df.index[k]}, {df.columns[T]})")
-    print(f"\nwrote {Path(out).resolve()}: results.csv, results.json, grid.csv (every head's validation curve), heads/, log.csv")
+        m = learn.meta
+        print(f"\nep_probe: {m['encoder']} on {m['data']} ({len(m['classes'])} classes), layers {m['layers']}, {epochs} epochs, "
+              f"{opt}; {'streamed' if stream else 'cached tokens'} ({learn.prepared.extract_amp or 'fp32'} extraction, {learn.amp or 'fp32'} heads); {len(learn.heads)} heads "
+              f"({len(learn.results)} probes x their grid points) trained together in {learn.results.train_s.iloc[0]:.1f}s "
+              f"({learn.total_s:.1f}s in all)\n")
+        print(results_table(learn))
+        if learn.results.name.eq('gap').any() and any(s.alias == 'lp_gap' for s in learn.specs.values()):
+            print("lp_gap: this encoder has no prefix token ([CLS]), so LP reads the mean of the patch tokens (GAP), as in the paper")
+        if learn.results.get('at_edge', pd.Series(dtype=bool)).any():
+            print("(edge): the chosen learning rate is at the edge of its grid; widen it with --blrs")
+        for kind, df in getattr(learn, 'knn', {}).items():
+            k, T = np.unravel_index(df.values.argmax(), df.shape)
+            print(f"k-NN on {kind}: best top-1 {100 * df.values.max():.2f} (k={df.index[k]}, {df.columns[T]})")
+        print(f"\nwrote {Path(out).resolve()}: results.csv, results.json, grid.csv (every head's validation curve), heads/, log.csv")
