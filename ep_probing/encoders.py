@@ -24,13 +24,19 @@ def load_state_dict_file(path, # a `.safetensors` file, or a torch file (`.pth`,
     "The tensors of a local checkpoint, unwrapped from a `'state_dict'`/`'model'` dict if needed"
     path = Path(path)
     if not path.is_file(): raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist; pass the path of a .safetensors or .pth file")
-    if path.suffix == '.safetensors':
-        from safetensors.torch import load_file
-        return load_file(str(path))
-    sd = torch.load(path, map_location='cpu', weights_only=True)
+    try:
+        if path.suffix == '.safetensors':
+            from safetensors.torch import load_file
+            return load_file(str(path))
+        sd = torch.load(path, map_location='cpu', weights_only=True)          # tensors and plain values only: nothing runs
+    except Exception as e:                                                   # garbage, truncated, a pickle of code, a bad header
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
+        raise ValueError(f"checkpoint {str(path)!r} cannot be read as tensors ({type(e).__name__}: {why}); "
+                         "pass a .safetensors file or a .pth state dict saved with torch.save") from None
     for k in ('state_dict', 'model', 'module'):
         if isinstance(sd, dict) and isinstance(sd.get(k), dict): sd = sd[k]
-    if not isinstance(sd, dict): raise ValueError(f"{str(path)!r} holds a {type(sd).__name__}, not a state dict of tensors")
+    if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+        raise ValueError(f"{str(path)!r} holds a {type(sd).__name__} that is not a state dict of tensors; pass the encoder's weights")
     return sd
 
 # %% ../nbs/05_encoders.ipynb #4c2ec4f7
