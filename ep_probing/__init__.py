@@ -1,13 +1,18 @@
 __version__ = "0.1.0"
 
 import warnings
-with warnings.catch_warnings():   # fastai's import calls the deprecated `torch.jit.script`; the warning says nothing to our users
-    warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
-    import fastai.layers
+# fastai's import calls the deprecated `torch.jit.script`; the warning says nothing to our users
+warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
 
 # The public API is small on purpose: the two attention pools of the derivation's ends, and the
-# probe factory. Everything else is one `from ep_probing.<module> import ...` away.
-from .mhca import MultiHeadCrossAttentionPool
-from .ep import EfficientProbing
-from .probes import create_probe, list_probes, Probe
-from . import zoo  # registers the baseline probes of the paper's benchmark with `create_probe`
+# probe factory. Everything else is one `from ep_probing.<module> import ...` away. They load on first
+# use, so that a command can check its flags before torch, timm and fastai are imported.
+_public = dict(MultiHeadCrossAttentionPool='mhca', EfficientProbing='ep', create_probe='probes', list_probes='probes', Probe='probes')
+
+def __getattr__(name):
+    if name not in _public: raise AttributeError(f"module 'ep_probing' has no attribute {name!r}")
+    import importlib
+    importlib.import_module('.zoo', __name__)   # registers the baseline probes of the paper's benchmark with `create_probe`
+    return getattr(importlib.import_module(f'.{_public[name]}', __name__), name)
+
+def __dir__(): return sorted([*globals(), *_public])

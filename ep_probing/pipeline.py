@@ -23,8 +23,8 @@ from .encoders import create_encoder, FrozenEncoder, ConvertImage
 from .cache import extract_features, FeatureCache
 from .data import FashionMNIST, fmnist_sample, image_folder, targets_of, low_shot_indices, stratified_split, TransformDataset
 from .fit import fit_probes, build_probes, resolve_amp, prepare_out
-from .train import ProbeSpec, parse_specs, expand_grid, probe_aliases, check_lr, max_grid
-from .core import Interrupted, user_errors, native_bf16, out_lock
+from .train import ProbeSpec, parse_specs, expand_grid, probe_aliases, max_grid
+from .core import Interrupted, user_errors, native_bf16, out_lock, check_lr, run_flags
 from .knn import knn_sweep, global_features
 
 # %% ../nbs/11_pipeline.ipynb #296cdca2
@@ -246,15 +246,13 @@ def token_shape(self:Prepared)->tuple:
 # %% ../nbs/11_pipeline.ipynb #e9428702
 def check_run_options(epochs:int, bs:int, train_size:int, test_size:int, valid_pct:float, seed:int, workers:int, opt:str,
                       blr:float=None, lr:float=None):
-    "Raise a `ValueError` naming the flag for any option of `run_probing` that cannot work"
-    for k, v, lo in (('epochs', epochs, 1), ('bs', bs, 1), ('train_size', train_size, 0), ('test_size', test_size, 0),
-                     ('seed', seed, 0), ('workers', workers, 0)):
-        if not isinstance(v, (int, np.integer)) or v < lo:
-            raise ValueError(f"--{k} {v}: must be an integer of at least {lo}" + (' (0: all of the split)' if 'size' in k else ''))
-    if not 0 < valid_pct < 1: raise ValueError(f"--valid_pct {valid_pct}: give a fraction between 0 and 1, e.g. 0.1")
+    "Raise a `ValueError` naming the flag for any option of `run_probing` that cannot work (the checks of `core.run_flags`)"
+    opts = dict(epochs=epochs, bs=bs, train_size=train_size, test_size=test_size, valid_pct=valid_pct, seed=seed, workers=workers,
+                blr=blr, lr=lr)
+    for k, v in opts.items():
+        if v is not None: run_flags[k](v)
     if opt not in ('lars', 'adamw'): raise ValueError(f"--opt {opt!r}: use 'adamw' or 'lars' (the paper's recipe)")
-    for k, v in (('blr', blr), ('lr', lr)):
-        if v is not None: check_lr(v, f"--{k}")
+
 
 # %% ../nbs/11_pipeline.ipynb #6a897677
 def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.Module`

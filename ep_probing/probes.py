@@ -113,6 +113,7 @@ def ep_pool(dim:int, num_queries:int=32, d_out:int=1, pool_first:bool=True):
 def list_probes(variants:bool=True # include the `_all` variants
                )->list:
     "Names `create_probe` accepts"
+    import ep_probing.zoo                                  # noqa: F401 (registers the paper's baseline probes, once)
     names = list(probe_registry)
     if variants: names += [f'{n}_all' for n, r in probe_registry.items() if r['attention'] and not r['grid'] and r['tokens']=='patch']
     return names
@@ -120,6 +121,7 @@ def list_probes(variants:bool=True # include the `_all` variants
 # %% ../nbs/04_probes.ipynb #e7ca4484
 def _lookup(name):
     "The registry entry and token mode of `name`, or a `ValueError` listing the valid names"
+    if name not in probe_registry: import ep_probing.zoo   # noqa: F401 (registers the paper's baseline probes, once)
     if name in probe_registry: r = probe_registry[name]; return r, r['tokens']
     base = name[:-4] if isinstance(name, str) and name.endswith('_all') else None
     if base in probe_registry and f'{base}_all' in list_probes(): return probe_registry[base], 'all'

@@ -114,3 +114,14 @@ def test_closed_pipe_still_writes_results(tmp_path):
     assert r.stdout.strip().splitlines()[-1] == 'rc=0', r.stdout + r.stderr
     assert 'Traceback' not in r.stderr and 'BrokenPipe' not in r.stderr, r.stderr
     assert (tmp_path/'o'/'results.csv').exists() and (tmp_path/'o'/'attention.png').exists()
+
+
+def test_flag_mistakes_fail_before_torch_loads():
+    "The console script checks its simple flags before importing torch: an error exit costs a fraction of a second, not ~10 s"
+    code = ("import sys; sys.argv = ['ep_probe', '--probes', 'ep', '--epochs', '0']\n"
+            "from ep_probing.core import ep_probe_main\n"
+            "try: ep_probe_main()\n"
+            "except SystemExit as e: print(e.code, 'torch' in sys.modules)")
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.split() == ['2', 'False'], r.stdout + r.stderr
+    assert r.stderr.strip() == 'ep_probe: error: --epochs 0: must be an integer of at least 1 (--debug shows the traceback)'
