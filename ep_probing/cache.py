@@ -53,7 +53,7 @@ def cache_key(encoder:FrozenEncoder, # the frozen encoder
     for t in (transform, getattr(dataset, 'transform', None)):
         if ' at 0x' in repr(t): warnings.warn(f"the transform {t!r} has no stable repr (it shows a memory address), so its cache key changes every session "
                                               "and the cache is never reused; give it a `__repr__` or use timm/torchvision transforms")
-    info = dict(version=1, encoder=encoder_identity(encoder), transform=repr(transform),
+    info = dict(version=2, encoder=encoder_identity(encoder), transform=repr(transform),
                 dataset_transform=repr(getattr(dataset, 'transform', None)), dataset=dataset_fingerprint(dataset, name),
                 shard_size=shard_size, dtype='float16')
     return hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:20], info
@@ -73,12 +73,11 @@ def check_free_space(path, # where the cache will be written
     while not p.exists(): p = p.parent
     free = shutil.disk_usage(p).free
     if free < needed: raise OSError(f"not enough free disk for the feature cache in {str(path)!r}: it needs {human_bytes(needed)}, "
-                                    f"{human_bytes(free)} are free; free some space or pass another `root`")
+                                    f"{human_bytes(free)} are free; free some space, pass another --cache_dir, "
+                                    "stream the images with --stream, or probe fewer --layers")
 
 # %% ../nbs/07_cache.ipynb #1eb1702c
 _files = ('patch', 'prefix', 'labels')
-
-def _read_json(path): return json.loads(Path(path).read_text())
 
 def _write_json(path, obj):
     "Write `obj` as json atomically"
@@ -86,9 +85,9 @@ def _write_json(path, obj):
     tmp.write_text(json.dumps(obj, indent=1)); os.replace(tmp, path)
 
 def _sidecar(shard):
-    "The sizes and checksums a shard recorded when it was written (`None` for a shard from before they were recorded)"
-    f = Path(shard)/'files.json'
-    return _read_json(f) if f.is_file() else None
+    "The sizes and checksums a shard recorded when it was written; `None` when its `files.json` is missing or not JSON"
+    try: return json.loads((Path(shard)/'files.json').read_text())
+    except (OSError, ValueError): return None
 
 class _Hashing:
     "A writable file that counts and hashes (sha256) the bytes written through it"
@@ -115,8 +114,8 @@ def write_shard(path, # the shard's final directory
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if e.errno != errno.ENOSPC: raise
-        raise OSError(errno.ENOSPC, f"the disk filled up while writing {str(path)!r}; free some space and run `extract_features` again: "
-                                    "it resumes after the shards already written") from e
+        raise OSError(errno.ENOSPC, f"the disk filled up while writing {str(path)!r}; free some space and run the "
+                                    "same command again: it resumes after the shards already written") from e
     try: os.replace(tmp, path)
     except OSError:                                  # another process finished this shard first
         shutil.rmtree(tmp, ignore_errors=True)
@@ -129,22 +128,54 @@ def read_shard(path, mmap:bool=True)->dict:
     return {k: np.load(Path(path)/f'{k}.npy', mmap_mode='r' if mmap else None) for k in _files}
 
 # %% ../nbs/07_cache.ipynb #5b0e9c32
-def _sha256(path)->str:
-    "sha256 of a file's bytes, read in 16 MB blocks"
-    h = hashlib.sha256()
+def _scan(path)->tuple: # (sha256 hex digest, array shape, number of NaN/inf values)
+    "Read a `.npy` file once, in 16 MB blocks: its sha256, header shape, and how many fp16 values are NaN or inf"
+    h, bad = hashlib.sha256(), 0
     with open(path, 'rb') as f:
-        for b in iter(lambda: f.read(1 << 24), b''): h.update(b)
-    return h.hexdigest()
+        try:
+            v = np.lib.format.read_magic(f)
+            shape, _, dt = getattr(np.lib.format, f'read_array_header_{v[0]}_{v[1]}')(f)
+        except Exception:                       # numpy raises ValueError, TypeError, SyntaxError, tokenize errors...
+            raise ValueError(f"{Path(path).name} has an unreadable .npy header") from None
+        start, u = f.tell(), np.dtype('u2').newbyteorder(dt.byteorder) if dt.kind == 'f' and dt.itemsize == 2 else None
+        f.seek(0); pos = 0
+        for b in iter(lambda: f.read(1 << 24), b''):
+            h.update(b)
+            if u is not None and pos + len(b) > start:                                  # the data, as 16-bit words
+                o = max(start - pos, 0); w = np.frombuffer(memoryview(b)[o:o + (len(b) - o) // 2 * 2], u) & 0x7FFF
+                if w.size and w.max() >= 0x7C00: bad += int(np.count_nonzero(w >= 0x7C00))   # |x| >= inf: NaN or inf
+            pos += len(b)
+    return h.hexdigest(), tuple(shape), bad
 
-def _shard_problem(shard, files:dict, verify:bool=False)->str:
-    "What is wrong with the files of `shard` against their record `files` ('' when nothing): sizes, and checksums with `verify`"
+# %% ../nbs/07_cache.ipynb #0253ed2b
+_verified = set()    # the shards this process has checked in full, as `_stamp`s
+
+def _stamp(shard, files:dict, shapes:dict)->tuple:
+    "What a full check vouches for: the shard's path, expected shapes, and each file's checksum, inode, size and mtime"
+    st = {f: (Path(shard)/f).stat() for f in sorted(files)}
+    return (str(Path(shard).resolve()), json.dumps(shapes, sort_keys=True),
+            *((f, files[f]['sha256'], s.st_ino, s.st_size, s.st_mtime_ns) for f, s in st.items()))
+
+def _is_record(files)->bool:
+    "Is `files` a record of the three files of a shard, each with an int `bytes` and a str `sha256`?"
+    return isinstance(files, dict) and sorted(files) == sorted(f'{k}.npy' for k in _files) and all(isinstance(r, dict)
+        and isinstance(r.get('bytes'), int) and isinstance(r.get('sha256'), str) for r in files.values())
+
+def _shard_problem(shard, files, shapes:dict, verify:bool=True)->str:
+    "What is wrong with `shard` ('' if nothing) against its record `files` and `{file: shape}`: sizes, then full check"
+    if not _is_record(files): return "its record of sizes and checksums (files.json) is missing or malformed"
     for f, r in files.items():
         p = Path(shard)/f
         if not p.is_file(): return f"{f} is missing"
-        if (s := p.stat().st_size) != r['bytes']: return f"{f} is {s:,} bytes, the manifest says {r['bytes']:,}"
-    for f, r in (files.items() if verify else ()):
-        if _sha256(Path(shard)/f) != r['sha256']: return f"{f} does not match its sha256 checksum (same size, other bytes)"
-    return ''
+        if (s := p.stat().st_size) != r['bytes']: return f"{f} is {s:,} bytes, not the {r['bytes']:,} written"
+    if not verify or (stamp := _stamp(shard, files, shapes)) in _verified: return ''   # once per process
+    for f, r in files.items():
+        try: sha, shape, bad = _scan(Path(shard)/f)
+        except ValueError as e: return str(e)
+        if sha != r['sha256']: return f"{f} does not match its sha256 checksum (same size, other bytes)"
+        if shape != tuple(shapes[f]): return f"{f} holds an array of shape {shape}, not {tuple(shapes[f])}"
+        if bad: return f"{f} holds {bad:,} NaN or inf values"
+    _verified.add(stamp); return ''
 
 # %% ../nbs/07_cache.ipynb #46630b13
 class _Transformed(Dataset):
@@ -155,30 +186,59 @@ class _Transformed(Dataset):
         x, y = self.dataset[self.idxs[i]]
         return (self.transform(x) if self.transform is not None else x), int(y)
 
-def _shard_ok(path, rows, shapes):
-    "Is `path` a complete shard of `rows` items with the expected per-item shapes (and the file sizes it recorded)?"
-    try: arr, files = read_shard(path), _sidecar(path)
-    except (OSError, ValueError): return False
-    return all(arr[k].shape == (rows, *shapes[k]) for k in _files) and not (files and _shard_problem(path, files))
+# %% ../nbs/07_cache.ipynb #66aa2046
+class _Damaged(ValueError):
+    "A file of a cache that cannot be used, and what is wrong with it"
+    def __init__(self, path, why): self.path, self.why = Path(path), why; super().__init__(f"{path}: {why}")
 
-# %% ../nbs/07_cache.ipynb #590d96f9
+def _json(path, **types)->dict:
+    "The JSON object in `path`, with keys of the given `types`; `_Damaged` naming the file otherwise"
+    try: o = json.loads(Path(path).read_text())
+    except FileNotFoundError: raise _Damaged(path, "it is missing") from None
+    except ValueError as e: raise _Damaged(path, f"not valid JSON: {e}") from None
+    except OSError as e: raise _Damaged(path, f"unreadable: {e.strerror}") from None
+    if not isinstance(o, dict): raise _Damaged(path, f"a JSON {type(o).__name__}, not an object")
+    if bad := [k for k, t in types.items() if not isinstance(o.get(k), t)]:
+        raise _Damaged(path, f"missing or mistyped keys: {', '.join(bad)}")
+    return o
+
+# %% ../nbs/07_cache.ipynb #84b1b680
 def _manifest(d): return Path(d)/'manifest.json'
 
+def _read_cache(d)->tuple: # (manifest, meta)
+    "The manifest and meta of the complete cache `d`, checked for their keys and against each other"
+    d = Path(d); m = _json(_manifest(d), key=str, n=int, shards=list, files=dict, finite=bool)
+    meta = _json(d/'meta.json', key=str, info=dict, n=int, shapes=dict, layers=list)
+    ss, sh = meta['info'].get('shard_size'), [meta['shapes'].get(k) for k in _files]
+    if not (isinstance(ss, int) and ss > 0 and meta['n'] > 0 and all(isinstance(v, list) for v in sh)
+            and [len(v) for v in sh] == [3, 3, 0] and all(isinstance(x, int) and x >= 0 for v in sh for x in v)
+            and len(meta['layers']) == sh[0][0] and all(isinstance(l, int) for l in meta['layers'])):
+        raise _Damaged(d/'meta.json', "its shard size, shapes or layers are malformed")
+    names = [f'shard_{i:05d}' for i in range(-(-meta['n'] // ss))]
+    if (m['key'], m['n'], m['shards'], sorted(m['files']), m['finite']) != (meta['key'], meta['n'], names, names, True):
+        raise _Damaged(_manifest(d), "it does not match meta.json (key, item count, shards) or lacks the finite check")
+    return m, meta
+
+# %% ../nbs/07_cache.ipynb #590d96f9
 def is_complete(path)->bool:
     "Does the cache directory `path` hold a complete extraction (a manifest)?"
     return _manifest(path).is_file()
 
+def _shard_shapes(shapes:dict, rows:int)->dict: return {f'{k}.npy': (rows, *shapes[k]) for k in _files}
+
 def damaged_shards(path, # a complete cache directory
-                   verify:bool=False, # also compare sha256 checksums (reads every byte); else sizes only (a `stat` per file)
+                   verify:bool=True, # the full check too (sha256, shapes, finite), once per process; else sizes only
                   )->dict: # `{shard: what is wrong}`, empty when the cache is sound
-    "The shards of a complete cache whose files differ from the manifest's record"
-    path = Path(path); m = _read_json(_manifest(path))
-    if 'files' in m: return {s: w for s in m['shards'] if (w := _shard_problem(path/s, m['files'][s], verify))}
-    meta = _read_json(path/'meta.json'); ss, n = meta['info']['shard_size'], m['n']        # written before sizes were recorded
-    if verify: warnings.warn(f"the feature cache {str(path)!r} has no checksums (an older version wrote it), so only its array shapes were "
-                             "checked; delete it to extract it again with checksums")
-    return {s: "its arrays are missing, truncated or of the wrong shape" for i, s in enumerate(m['shards'])
-            if not _shard_ok(path/s, min(ss, n - i * ss), meta['shapes'])}
+    "The shards of a complete cache that fail their checks; a `ValueError` naming the manifest or meta if unusable"
+    m, meta = _read_cache(path); ss, n = meta['info']['shard_size'], m['n']
+    shapes = [_shard_shapes(meta['shapes'], min(ss, n - i * ss)) for i in range(len(m['shards']))]
+    return {s: w for s, sh in zip(m['shards'], shapes)
+            if (w := _shard_problem(Path(path)/s, m['files'][s], sh, verify))}
+
+def _damage(d)->dict:
+    "`{file or shard directory: what is wrong}` in the complete cache `d`, empty when it is sound"
+    try: return {Path(d)/s: w for s, w in damaged_shards(d).items()}
+    except _Damaged as e: return {e.path: e.why}
 
 # %% ../nbs/07_cache.ipynb #259649f8
 def _token_shapes(encoder, dataset, transform)->dict:
@@ -189,22 +249,38 @@ def _token_shapes(encoder, dataset, transform)->dict:
     p0, q0 = zip(*encoder.forward_tokens(x0[None]).values())                   # x0[None]: (1, C, H, W)
     return dict(patch=(len(p0), *p0[0].shape[1:]), prefix=(len(q0), *q0[0].shape[1:]), labels=())
 
-def _heal(d, verify:bool)->bool:
-    "Warn about the damaged shards of the complete cache `d` and remove them, so that they are extracted again; were there any?"
-    bad = damaged_shards(d, verify)
-    for s, why in bad.items():
-        warnings.warn(f"feature cache shard {d/s} is damaged ({why}); re-extracting it"); shutil.rmtree(d/s, ignore_errors=True)
-    return bool(bad)
+# %% ../nbs/07_cache.ipynb #fec175e9
+def _damage_text(bad:dict)->str:
+    "'feature cache shard ... is damaged (what is wrong)' for the first of `bad` (`{path: what}`), and how many more"
+    (p, why), k = next(iter(bad.items())), len(bad) - 1
+    what = 'shard' if p.name.startswith('shard_') else 'file'
+    return f"feature cache {what} {p} is damaged ({why})" + (f" (and {k} more shard{'s' * (k > 1)})" if k else '')
+
+def _heal(d, bad:dict):
+    "Warn once about the damage `bad` in the cache `d`; remove the damaged files and the manifest to extract them again"
+    shards = next(iter(bad)).name.startswith('shard_')
+    warnings.warn(f"{_damage_text(bad)}; " + (f"re-extracting {'it' if len(bad) == 1 else 'them'}" if shards else
+                                             "rebuilding the cache (shards that pass their checks are kept)"))
+    for p in bad: shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    _manifest(d).unlink(missing_ok=True)
+
+def _todo(d, shards:list, shapes:dict)->tuple: # ([(shard, start, end)] to extract, {damaged shard: what is wrong})
+    "The shards of `d` still to extract: missing ones, and those failing the full check against their own `files.json`"
+    todo, bad = [], {}
+    for i, (a, b) in enumerate(shards):
+        s = d/f'shard_{i:05d}'
+        if not s.exists(): todo.append((i, a, b)); continue
+        why = _shard_problem(s, _sidecar(s), _shard_shapes(shapes, b - a)) if s.is_dir() else 'not a directory'
+        if why: todo.append((i, a, b)); bad[s] = why
+    return todo, bad
 
 # %% ../nbs/07_cache.ipynb #3f6a8b21
 def _write_manifest(d, key:str, n:int, num_shards:int):
-    "Write the manifest last, atomically: the shards, their files' sizes and sha256, and whether all tokens were checked finite"
+    "Write the manifest last, atomically: the shards and their files' sizes and sha256, all checked or just written"
     names = [f'shard_{i:05d}' for i in range(num_shards)]
-    recs = {s: _sidecar(d/s) for s in names}
-    finite = all(r is not None for r in recs.values())      # a shard with a record was written by this version, which checks
-    files = {s: r or {f'{k}.npy': dict(bytes=(d/s/f'{k}.npy').stat().st_size, sha256=_sha256(d/s/f'{k}.npy')) for k in _files}
-             for s, r in recs.items()}                     # shards of an older version: hashed as they are now
-    _write_json(_manifest(d), dict(key=key, n=n, shards=names, files=files, checksum='sha256', finite=finite or None, created=time.time()))
+    files = {s: _sidecar(d/s) for s in names}
+    _write_json(_manifest(d), dict(key=key, n=n, shards=names, files=files, checksum='sha256',
+                                   finite=True, created=time.time()))    # all tokens checked finite, here or on writing
 
 def _describe(n:int, shapes:dict)->str:
     L, N, C = shapes['patch']
@@ -220,15 +296,16 @@ def extract_features(encoder:FrozenEncoder, # the frozen encoder
                      shard_size:int=1024, # images per shard
                      num_workers:int=0, # DataLoader workers
                      progress:bool=True, # a progress bar in a terminal or notebook, one summary line in logs; `False`: print nothing
-                     verify:bool=False, # on an existing cache, compare the sha256 checksums too (reads every byte), not only the sizes
                     ): # returns a `FeatureCache`
     "Extract `encoder`'s tokens of `dataset` once into an fp16 memory-mapped cache; reuse, repair or resume it when the key matches"
     key, info = cache_key(encoder, dataset, transform, name, shard_size)
     d, view = Path(root)/key, encoder.layers[0] if isinstance(encoder.layer_arg, int) else None   # view: the shapes `encoder.forward` gives
-    if is_complete(d) and not _heal(d, verify): return FeatureCache(d, view)
+    if is_complete(d):
+        if not (bad := _damage(d)): return FeatureCache(d, view)                  # checked in full once per process
+        _heal(d, bad)
     n, shapes = len(dataset), _token_shapes(encoder, dataset, transform)
     shards = [(s, min(s + shard_size, n)) for s in range(0, n, shard_size)]
-    todo = [(i, a, b) for i, (a, b) in enumerate(shards) if not _shard_ok(d/f'shard_{i:05d}', b - a, shapes)]
+    todo, bad = _todo(d, shards, shapes)
     row, m = 2 * (np.prod(shapes['patch']) + np.prod(shapes['prefix'])) + 8, sum(b - a for _, a, b in todo)   # bytes per image, images to do
     size = f"{human_bytes(int(row * n))} fp16" + (f", {len(shards) - len(todo)}/{len(shards)} shards already done" if len(todo) < len(shards) else '')
     bar = progress and interactive()
@@ -236,12 +313,14 @@ def extract_features(encoder:FrozenEncoder, # the frozen encoder
     check_free_space(d, int(row * m) + (1 << 20))
     d.mkdir(parents=True, exist_ok=True)
     for t in d.glob('.tmp-*'): shutil.rmtree(t, ignore_errors=True) if t.is_dir() else t.unlink(missing_ok=True)
+    if bad: _heal(d, bad)
     _write_json(d/'meta.json', dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()}, layers=list(encoder.layers)))
     t0 = time.perf_counter()
     _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, bar)
     _write_manifest(d, key, n, len(shards))
     secs = time.perf_counter() - t0
-    if progress and not bar: print(f"extracted {_describe(m, shapes)} in {secs:.1f} s ({m / max(secs, 1e-6):,.0f} img/s) -> {d} ({size})", flush=True)
+    done = f"extracted {_describe(m, shapes)} in {secs:.1f} s ({m / max(secs, 1e-6):,.0f} img/s)" if m else "nothing to extract"
+    if progress and not bar: print(f"{done} -> {d} ({size})", flush=True)
     return FeatureCache(d, view)
 
 # %% ../nbs/07_cache.ipynb #161c3499
@@ -273,34 +352,29 @@ def _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers)
             yield i, buf, s == b - a
 
 def _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, bar):
-    "Run the encoder over the shards in `todo` and write each one atomically; `bar`: show a progress bar"
+    "Run the encoder over the shards in `todo`, write each atomically, count it checked in full; `bar`: a progress bar"
     total = sum(-(-(b - a) // batch_size) for _, a, b in todo)
     it = _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers)
     for i, buf, done in (progress_bar(it, total=total, leave=False) if bar and total else it):
-        if done: write_shard(d/f'shard_{i:05d}', **buf)
+        if not done: continue
+        s = d/f'shard_{i:05d}'; files = write_shard(s, **buf)    # hashed on the way to disk, tokens checked finite
+        _verified.add(_stamp(s, files, {f'{k}.npy': v.shape for k, v in buf.items()}))
 
 # %% ../nbs/07_cache.ipynb #a8cc13cd
-def _check_cache(path, verify:bool):
-    "Raise a `ValueError` naming the first damaged shard of the complete cache `path`, and the fix"
-    bad = damaged_shards(path, verify)
-    if not bad: return
-    (s, why), more = next(iter(bad.items())), f" (and {len(bad) - 1} more shards)" if len(bad) > 1 else ''
-    raise ValueError(f"feature cache shard {Path(path)/s} is damaged ({why}){more}; run `extract_features` again "
-                     "(ep_probe does this) to re-extract it")
+_rerun = "run the same ep_probe command (or `extract_features` call) again"
 
 class FeatureCache(Dataset):
     "Cached tokens as a torch `Dataset`: `(patch, prefix, label)` per item"
     def __init__(self, path, # a cache directory written by `extract_features`
                  layers=None, # block index (no layer axis) or list of indices to read (default: all cached)
                  dtype=torch.float32, # dtype of the returned tokens
-                 verify:bool=False, # compare the shards' sha256 checksums too (reads every byte); sizes are always checked
                 ):
         self.path = Path(path)
         if not is_complete(self.path):
-            raise ValueError(f"the feature cache {str(self.path)!r} is incomplete (no manifest: an extraction was interrupted or is running); "
-                             "run `extract_features` again with the same arguments to resume it")
-        self.manifest, self.meta = [_read_json(f) for f in (_manifest(self.path), self.path/'meta.json')]
-        _check_cache(self.path, verify)
+            raise ValueError(f"the feature cache {str(self.path)!r} is incomplete (no manifest: an extraction was "
+                             f"interrupted or is running); {_rerun} to resume it")
+        if bad := _damage(self.path): raise ValueError(f"{_damage_text(bad)}; {_rerun} to re-extract it")   # see above
+        self.manifest, self.meta = _read_cache(self.path)
         self.cached_layers, self.dtype, self.n = self.meta['layers'], dtype, self.manifest['n']
         self.shard_size = self.meta['info']['shard_size']
         want = self.cached_layers if layers is None else [layers] if isinstance(layers, int) else list(layers)

@@ -1,5 +1,5 @@
-"Feature cache: key reuse and change, kill-and-resume, disk-space error, fp16 contents against the encoder, damaged shards, non-finite tokens, logs"
-import json, os, re, signal, subprocess, sys, time, warnings, importlib.metadata as md
+"Feature cache: key reuse and change, kill-and-resume, disk-space error, fp16 contents against the encoder, damage of any kind (named, then healed), checked once per process, non-finite tokens, logs"
+import hashlib, json, os, re, shutil, signal, subprocess, sys, time, warnings, importlib.metadata as md
 from pathlib import Path
 import numpy as np, pytest, torch, timm
 from PIL import Image
@@ -47,6 +47,7 @@ def test_key_reuse_and_change(tmp_path, capsys):
     assert {p: p.stat().st_mtime_ns for p in fc.path.rglob('*.npy')} == mtimes      # the old cache was not touched
     assert not np.array_equal(arrays(changed['weights'])[0], arrays(fc)[0])
     np.testing.assert_array_equal(arrays(changed['layers'])[0][:, 0], arrays(fc)[0][:, 0])   # block 0 is the same in both
+    assert cache_key(enc, ds, shard_size=8)[1]['version'] == 2 and fc.path.name == cache_key(enc, ds, shard_size=8)[0]
 
 class _Flip:
     def __call__(self, x): return x.flip(-1)
@@ -88,7 +89,8 @@ def test_not_enough_disk(tmp_path, monkeypatch):
     real = cache.shutil.disk_usage
     monkeypatch.setattr(cache.shutil, 'disk_usage', lambda p: real(p)._replace(free=10_000))
     enc = create_encoder(tiny_vit(), layers=[0, 2])
-    with pytest.raises(OSError, match=r"not enough free disk .* needs 1\.\d MB, 9\.8 KB are free"):
+    with pytest.raises(OSError, match=r"not enough free disk .* needs 1\.\d MB, 9\.8 KB are free; free some space, pass another "
+                                      r"--cache_dir, stream the images with --stream, or probe fewer --layers$"):
         extract_features(enc, SlowImages(48), tmp_path, **ARGS)
     assert list(tmp_path.iterdir()) == []                           # nothing was written
 
@@ -124,7 +126,8 @@ def test_disk_full_while_writing_then_resume(tmp_path, monkeypatch):
         return real_save(f, a, *args, **kw)
     monkeypatch.setattr(cache.np, 'save', full_disk)
     enc = create_encoder(tiny_vit(), layers=[0, 2])
-    with pytest.raises(OSError, match='disk filled up while writing .*shard_00001.* resumes'):
+    with pytest.raises(OSError, match="disk filled up while writing .*shard_00001'; free some space and run the same command again: "
+                                      "it resumes after the shards already written"):
         extract_features(enc, SlowImages(24), tmp_path, progress=False, **ARGS)
     (d,) = list(tmp_path.iterdir())
     assert not is_complete(d) and not list(d.glob('.tmp-*')) and [p.name for p in d.glob('shard_*')] == ['shard_00000']
@@ -132,7 +135,7 @@ def test_disk_full_while_writing_then_resume(tmp_path, monkeypatch):
     fc = extract_features(enc, SlowImages(24), tmp_path, progress=False, **ARGS)
     assert is_complete(d) and len(fc) == 24
 
-# ---- damaged shards, non-finite tokens, logs
+# ---- damage of any kind: named by FeatureCache, healed by extract_features; checked once per process
 
 def counting(enc):
     "Count `enc.forward_tokens` calls in `enc.calls`"
@@ -141,78 +144,144 @@ def counting(enc):
     enc.forward_tokens = forward_tokens
     return enc
 
+def extract(root, enc=None, n=24):
+    return extract_features(enc or create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(n), root, progress=False, **ARGS)
+
 def fresh(tmp_path, n=24):
     "A clean extraction of `n` items into its own root: the reference"
-    return extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(n), tmp_path/'clean', progress=False, **ARGS)
+    return extract(tmp_path/'clean', n=n)
+
+def new_process():
+    "What a new process starts from: no shard checked in full yet (this one has checked, or written, the test's shards)"
+    cache._verified.clear()
 
 def inodes(d): return {p.relative_to(d): p.stat().st_ino for p in d.glob('shard_*/*')}
 
+def damage_warnings(w): return [str(x.message) for x in w if 'feature cache' in str(x.message)]
+
 def test_truncated_shard_is_reextracted_alone(tmp_path):
-    fc = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
+    fc = extract(tmp_path)
     sh = fc.path/'shard_00001'
     size = (sh/'prefix.npy').stat().st_size
     assert fc.manifest['files']['shard_00001']['prefix.npy']['bytes'] == size and fc.manifest['finite'] is True
     with open(sh/'prefix.npy', 'r+b') as f: f.truncate(100)
-    with pytest.raises(ValueError, match=re.escape(f"feature cache shard {sh} is damaged (prefix.npy is 100 bytes, the manifest says {size:,}); "
-                                                   "run `extract_features` again (ep_probe does this) to re-extract it")):
-        FeatureCache(fc.path, layers=2)
+    with pytest.raises(ValueError, match=re.escape(f"feature cache shard {sh} is damaged (prefix.npy is 100 bytes, not the {size:,} written); "
+                                                   "run the same ep_probe command (or `extract_features` call) again to re-extract it")):
+        FeatureCache(fc.path, layers=2)                             # sizes are compared on every open, even in this process
     kept = {p: i for p, i in inodes(fc.path).items() if p.parts[0] != 'shard_00001'}
     enc = counting(create_encoder(tiny_vit(), layers=[0, 2]))
     with pytest.warns(UserWarning, match=re.escape(f"feature cache shard {sh} is damaged (prefix.npy is 100 bytes")) as w:
-        healed = extract_features(enc, SlowImages(24), tmp_path, progress=False, **ARGS)
-    assert len([x for x in w if 'damaged' in str(x.message)]) == 1
+        healed = extract(tmp_path, enc)
+    assert len(damage_warnings(w)) == 1
     assert enc.calls == 1 + 2                                       # the shapes' probe, then the 2 batches of shard 1 only
     assert {p: i for p, i in inodes(fc.path).items() if p.parts[0] != 'shard_00001'} == kept
     ref = fresh(tmp_path)
     for a, b in zip(arrays(healed), arrays(ref)): np.testing.assert_array_equal(a, b)     # bit-identical
     assert healed.manifest['files'] == ref.manifest['files'] and healed.manifest['finite'] is True
-    assert damaged_shards(fc.path, verify=True) == {} and not list(fc.path.glob('.tmp-*'))
+    new_process(); assert damaged_shards(fc.path) == {} and not list(fc.path.glob('.tmp-*'))
 
 def test_missing_file_is_named(tmp_path):
-    fc = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
+    fc = extract(tmp_path)
     (fc.path/'shard_00002/labels.npy').unlink()
     with pytest.raises(ValueError, match=r"shard_00002 is damaged \(labels.npy is missing\)"): FeatureCache(fc.path)
-    with pytest.warns(UserWarning, match='labels.npy is missing'): fc2 = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
+    with pytest.warns(UserWarning, match='labels.npy is missing'): fc2 = extract(tmp_path)
     assert fc2.labels.tolist() == [i % 5 for i in range(24)]
 
-def test_corrupted_bytes_need_verify(tmp_path):
-    fc = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
-    f = fc.path/'shard_00000/patch.npy'
-    b = bytearray(f.read_bytes()); b[len(b) // 2] ^= 0x01; f.write_bytes(b)   # one bit, same size
-    assert len(FeatureCache(fc.path)) == 24 and damaged_shards(fc.path) == {}   # the size check cannot see it
-    assert list(damaged_shards(fc.path, verify=True)) == ['shard_00000']
-    with pytest.raises(ValueError, match=r"shard_00000 is damaged \(patch.npy does not match its sha256 checksum"): FeatureCache(fc.path, verify=True)
+def flip_bits(d):
+    "One bit of a token in shard 1, in place: same size"
+    f = d/'shard_00001/patch.npy'; b = bytearray(f.read_bytes()); b[len(b) // 2] ^= 0x01; f.write_bytes(b)
+
+def nan_over(d):
+    "NaN over the tokens of shard 1 (1 MB, or up to the file's end), in place: same size"
+    f = d/'shard_00001/patch.npy'; n = min(1 << 20, f.stat().st_size - 128)
+    with open(f, 'r+b') as h: h.seek(128); h.write(np.full(n // 2, np.nan, np.float16).tobytes())
+
+def bad_header(d):
+    "An overwritten `.npy` header in shard 1: same size"
+    with open(d/'shard_00001/patch.npy', 'r+b') as h: h.seek(20); h.write(b'garbage')
+
+def write(name, text):
+    def f(d): (d/name).write_text(text)
+    f.__doc__ = f"{name} := {text!r}"; return f
+
+DAMAGE = {  # name: (do it to the cache directory, the damaged file or shard, what is wrong)
+    'flipped bits': (flip_bits, 'shard_00001', 'patch.npy does not match its sha256 checksum (same size, other bytes)'),
+    'nan written': (nan_over, 'shard_00001', 'patch.npy does not match its sha256 checksum (same size, other bytes)'),
+    'npy header': (bad_header, 'shard_00001', 'patch.npy has an unreadable .npy header'),
+    'garbage manifest': (write('manifest.json', '\x00garbage'), 'manifest.json', 'not valid JSON: Expecting value: line 1 column 1 (char 0)'),
+    'empty manifest': (write('manifest.json', ''), 'manifest.json', 'not valid JSON: '),
+    '[] manifest': (write('manifest.json', '[]'), 'manifest.json', 'a JSON list, not an object'),
+    '{} manifest': (write('manifest.json', '{}'), 'manifest.json', 'missing or mistyped keys: key, n, shards, files, finite'),
+    'wrong manifest': (write('manifest.json', '{"key": "x", "n": 24, "shards": [], "files": {}, "finite": true}'), 'manifest.json',
+                       'it does not match meta.json'),
+    'garbage meta': (write('meta.json', '{"key": '), 'meta.json', 'not valid JSON: '),
+    '{} meta': (write('meta.json', '{}'), 'meta.json', 'missing or mistyped keys: key, info, n, shapes, layers'),
+    'meta shapes': (write('meta.json', '{"key": "k", "info": {"shard_size": 8}, "n": 24, "shapes": {"patch": "?"}, "layers": [0, 2]}'),
+                    'meta.json', 'its shard size, shapes or layers are malformed'),
+}
+
+@pytest.mark.parametrize('damage', list(DAMAGE))
+def test_damage_is_named_then_healed(tmp_path, damage):
+    do, where, why = DAMAGE[damage]
+    fc = extract(tmp_path); ref = arrays(fc); kept = inodes(fc.path)
+    do(fc.path); new_process()
+    what = 'shard' if where.startswith('shard_') else 'file'
+    with pytest.raises(ValueError, match=re.escape(f"feature cache {what} {fc.path/where} is damaged ({why}") + r".*\); "
+                       + re.escape("run the same ep_probe command (or `extract_features` call) again to re-extract it")):
+        FeatureCache(fc.path)
+    if what == 'shard': assert list(damaged_shards(fc.path)) == ['shard_00001']
+    else:
+        with pytest.raises(ValueError, match=re.escape(f"{fc.path/where}: {why}")): damaged_shards(fc.path)
+    enc = counting(create_encoder(tiny_vit(), layers=[0, 2]))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always'); healed = extract(tmp_path, enc)
+    (msg,) = damage_warnings(w)                                     # warned once, on one line, naming the file and what is wrong
+    assert msg.startswith(f"feature cache {what} {fc.path/where} is damaged ({why}") and '\n' not in msg, msg
+    assert enc.calls == 1 + (2 if what == 'shard' else 0)          # the shapes' probe, then only the damaged shard's 2 batches
+    for a, b in zip(arrays(healed), ref): np.testing.assert_array_equal(a, b)            # identical tokens afterwards
+    assert {p: i for p, i in inodes(fc.path).items() if p.parts[0] != where} == {p: i for p, i in kept.items() if p.parts[0] != where}
+    new_process()
+    assert damaged_shards(fc.path) == {} and len(FeatureCache(fc.path)) == 24
     with warnings.catch_warnings():
-        warnings.simplefilter('error')                              # the default (sizes only) neither warns nor repairs
-        extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
-    assert list(damaged_shards(fc.path, verify=True)) == ['shard_00000']
-    kept = {p: i for p, i in inodes(fc.path).items() if p.parts[0] != 'shard_00000'}
-    with pytest.warns(UserWarning, match=re.escape(f"feature cache shard {fc.path/'shard_00000'} is damaged (patch.npy does not match")):
-        healed = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, verify=True, **ARGS)
-    assert {p: i for p, i in inodes(fc.path).items() if p.parts[0] != 'shard_00000'} == kept
+        warnings.simplefilter('error'); extract(tmp_path)           # healed for good: a rerun neither warns nor extracts
+
+@pytest.mark.parametrize('damage', ['flipped bits', 'npy header', 'files.json'])
+def test_damage_found_on_resume(tmp_path, damage):
+    "An interrupted extraction (no manifest) checks the shards it keeps in full against their own `files.json`"
+    fc = extract(tmp_path)
+    if damage == 'files.json': (fc.path/'shard_00001/files.json').write_text('[]')
+    else: DAMAGE[damage][0](fc.path)
+    (fc.path/'manifest.json').unlink(); shutil.rmtree(fc.path/'shard_00002'); new_process()
+    enc = counting(create_encoder(tiny_vit(), layers=[0, 2]))
+    with pytest.warns(UserWarning, match=re.escape(f"feature cache shard {fc.path/'shard_00001'} is damaged (")) as w:
+        healed = extract(tmp_path, enc)
+    assert len(damage_warnings(w)) == 1 and enc.calls == 1 + 2 + 2    # shards 1 (damaged) and 2 (missing)
     for a, b in zip(arrays(healed), arrays(fresh(tmp_path))): np.testing.assert_array_equal(a, b)
-    assert damaged_shards(fc.path, verify=True) == {}
 
-def _as_old_version(d):
-    "Make the cache `d` look like one written before sizes and checksums were recorded"
-    m = json.loads((d/'manifest.json').read_text())
-    (d/'manifest.json').write_text(json.dumps({k: m[k] for k in ('key', 'n', 'shards', 'created')}))
-    for f in d.glob('shard_*/files.json'): f.unlink()
+def test_checked_once_per_process(tmp_path, monkeypatch):
+    scans, real = [], cache._scan
+    monkeypatch.setattr(cache, '_scan', lambda p: scans.append(Path(p)) or real(p))
+    fc = extract(tmp_path)
+    assert scans == []                                              # just written: hashed on the way to disk, not read back
+    FeatureCache(fc.path); extract(tmp_path); assert scans == []
+    new_process()
+    extract(tmp_path)
+    assert sorted(scans) == sorted(fc.path.glob('shard_*/*.npy')) and len(scans) == 9   # every file read once
+    FeatureCache(fc.path, layers=2); extract(tmp_path); damaged_shards(fc.path)
+    assert len(scans) == 9                                          # not again in this process
+    f = fc.path/'shard_00001/patch.npy'; flip_bits(fc.path); os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
+    with pytest.raises(ValueError, match='shard_00001 is damaged'): FeatureCache(fc.path)  # rewritten (new mtime): checked again
+    assert len(scans) == 9 + 1
 
-def test_old_manifest_still_opens_and_heals(tmp_path):
-    fc = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
-    _as_old_version(fc.path)
-    old = FeatureCache(fc.path)
-    for a, b in zip(arrays(old), arrays(fc)): np.testing.assert_array_equal(a, b)
-    with pytest.warns(UserWarning, match='has no checksums'): assert damaged_shards(fc.path, verify=True) == {}
-    with open(fc.path/'shard_00001/patch.npy', 'r+b') as f: f.truncate(1000)     # numpy's mmap would fail on this one
-    with pytest.raises(ValueError, match=r"shard_00001 is damaged \(its arrays are missing, truncated or of the wrong shape\)"): FeatureCache(fc.path)
-    with pytest.warns(UserWarning, match='shard_00001 is damaged'):
-        healed = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
-    ref = fresh(tmp_path)
-    for a, b in zip(arrays(healed), arrays(ref)): np.testing.assert_array_equal(a, b)
-    assert healed.manifest['files'] == ref.manifest['files']       # the manifest is now of the new kind
-    assert healed.manifest['finite'] is None                       # shards 0 and 2 were never checked finite
+def test_scan_counts_nonfinite_across_blocks(tmp_path):
+    "The finite check sees every fp16 value, on both sides of the 16 MB block boundary; labels (int64) are not fp16"
+    a = np.zeros((1 << 23) + 7, np.float16)                         # 16 MB + 14 bytes of data after a 128-byte header: two blocks
+    i = (1 << 23) - 64                                              # the first value of the second block
+    a[[0, i - 1, i, len(a) - 1]] = [np.nan, np.inf, -np.inf, np.nan]; a[5] = 65504
+    np.save(f := tmp_path/'a.npy', a)
+    assert cache._scan(f) == (hashlib.sha256(f.read_bytes()).hexdigest(), (len(a),), 4)
+    np.save(g := tmp_path/'l.npy', np.full(3, -1, np.int64))
+    assert cache._scan(g)[1:] == ((3,), 0)
 
 class Scaled:
     "`SlowImages` with item `i` multiplied by `factor`"
@@ -239,6 +308,11 @@ def test_logs(tmp_path, capsys, monkeypatch):
     extract_features(create_encoder(tiny_vit(), layers=2), SlowImages(24), tmp_path/'b', **ARGS)
     out = capsys.readouterr().out
     assert re.fullmatch(r"extracted 24 images x 1 layer x \(16\+2\) tokens x 32 channels in \d+\.\d s \([\d,]+ img/s\) -> \S+ \([\d.]+ KB fp16\)\n", out), out
+    (d,) = (tmp_path/'b').iterdir(); (d/'manifest.json').write_text('[]')
+    with pytest.warns(UserWarning, match='rebuilding the cache'):
+        extract_features(create_encoder(tiny_vit(), layers=2), SlowImages(24), tmp_path/'b', **ARGS)
+    out = capsys.readouterr().out                                   # every shard passed its check: none was extracted
+    assert out == f"nothing to extract -> {d} ({out.split('(')[-1]}" and '3/3 shards already done)' in out, out
     monkeypatch.setattr(cache, 'interactive', lambda: True)        # a terminal: the size first, then fastprogress's bar
     extract_features(create_encoder(tiny_vit(), layers=2), SlowImages(24), tmp_path/'c', **ARGS)
     out = capsys.readouterr().out
