@@ -9,7 +9,7 @@ __all__ = ['data_names', 'linear_probes', 'default_blrs', 'CachedTokens', 'cache
            'results_table', 'ep_probe']
 
 # %% ../nbs/11_pipeline.ipynb #d99eebed
-import json, time, warnings
+import contextlib, json, time, warnings
 from dataclasses import replace
 from functools import partial, cached_property
 from pathlib import Path
@@ -276,7 +276,7 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
     t0 = time.perf_counter()
     check_run_options(epochs, bs, train_size, test_size, valid_pct, seed, workers, opt, blr, lr)
     if blr is not None or lr is not None: blrs = 'none'                    # one learning rate asked for
-    with out_lock(prepare_out(out)):                                     # writable, and ours alone, before any work
+    with (out_lock(prepare_out(out)) if out is not None else contextlib.nullcontext()):   # writable, and ours alone, first
         p = Prepared(encoder, data, layers=layers, train_size=train_size, test_size=test_size, valid_pct=valid_pct, seed=seed, stream=stream,
                      bs=bs, cache_dir=cache_dir, workers=workers, progress=progress, pretrained=pretrained, checkpoint=checkpoint, norm=norm,
                      data_path=data_path, device=device, img_size=img_size, fp32=fp32)
