@@ -12,7 +12,7 @@ from pathlib import Path
 import torch, torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 from fastcore.script import call_parse
-from .core import atomic_write, user_errors
+from .core import atomic_write, user_errors, check_count
 from .probes import create_probe, probe_registry, n_params
 
 # %% ../nbs/04b_bench.ipynb #983bef67
@@ -167,20 +167,24 @@ def ep_bench(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # comma-separa
              warmup:int=3, # untimed steps first
              device:str=None, # cpu or cuda; default CUDA when present
              amp:bool=False, # bf16 autocast
-             ref:str='ep', # row the ratios are relative to
+             ref:str=None, # row the ratios are relative to; default ep when benchmarked, else the first probe
              csv:str=None, # also write the table to this CSV file
              debug:bool=False, # show the traceback of errors
             ):
     "Benchmark probes side by side: params, MACs, forward+backward time and peak memory, with ratios"
     with user_errors('ep_bench', debug):
+        for flag, v, lo in [('batch_size', batch_size, 1), ('num_tokens', num_tokens, 1), ('dim', dim, 1),
+                            ('num_classes', num_classes, 1), ('steps', steps, 1), ('warmup', warmup, 0)]: check_count(v, flag, lo)
+        cases = list(resolve_cases(probes))                      # unknown names fail here, before any tensor is made
+        ref = ref or ('ep' if 'ep' in cases else cases[0])
+        if ref not in cases: raise ValueError(f"--ref {ref}: not among the benchmarked probes ({', '.join(cases)}); pass one of them")
         df = bench_probes(probes, batch_size, num_tokens, dim, num_classes, steps, warmup, device, amp)
         import pandas as pd
         with pd.option_context('display.width', 200, 'display.max_columns', 20, 'display.float_format', '{:,.2f}'.format):
             print(f"ep_bench: B={batch_size} N={num_tokens} C={dim} K={num_classes} on {df.attrs['device']}"
                   f" ({torch.get_num_threads()} threads, torch {torch.__version__}, {platform.processor() or platform.machine()}){' bf16' if amp else ''}")
             print(df)
-        if ref in df.index:
-            for l in bench_ratios(df, ref): print(l)
+        for l in bench_ratios(df, ref): print(l)
         if csv: atomic_write(csv, lambda t: df.to_csv(t)); print(f"wrote {csv}")
 
 # %% ../nbs/04b_bench.ipynb #cdd75c7b

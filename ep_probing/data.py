@@ -5,8 +5,9 @@
 # %% auto #0
 __all__ = ['fmnist_classes', 'fmnist_debian_dir', 'fmnist_url', 'fmnist_sha256', 'fmnist_sample_file', 'read_idx',
            'fmnist_cache_dir', 'fmnist_dirs', 'sha256', 'fmnist_download', 'fmnist_files', 'FashionMNIST',
-           'to_channels', 'probe_tfms', 'verify_images', 'load_image', 'image_folder', 'targets_of', 'low_shot_indices',
-           'low_shot', 'stratified_split', 'make_fmnist_sample', 'fmnist_sample', 'TransformDataset', 'probe_dls']
+           'to_channels', 'probe_tfms', 'load_image', 'verify_images', 'image_samples', 'image_folder', 'targets_of',
+           'low_shot_indices', 'low_shot', 'stratified_split', 'make_fmnist_sample', 'fmnist_sample',
+           'TransformDataset', 'probe_dls']
 
 # %% ../nbs/06_data.ipynb #cfa5deaa
 import gzip, hashlib, json, os, platform, warnings, numpy as np, torch
@@ -186,6 +187,21 @@ def probe_tfms(size:int|tuple, # input size `H` (or `(C, H, W)`, timm's `input_s
     return T.Compose([T.Lambda(lambda im: to_channels(im, len(mean))), T.Resize(resize), T.CenterCrop(hw),
                       T.ToTensor(), T.Normalize(mean, std)])
 
+# %% ../nbs/06_data.ipynb #0ae64475
+def load_image(fn:str|Path, # image file
+               channels:int=None, # convert to 1 or 3 channels; None keeps the file's mode
+              )->Image.Image:
+    "Open and decode an image, naming the file if that fails; one over `Image.MAX_IMAGE_PIXELS` is refused"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('error', Image.DecompressionBombWarning)   # PIL itself only warns up to twice its limit
+            with Image.open(fn) as im: im.load(); img = im.copy()
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError):
+        raise ValueError(f"image {fn} has more than {Image.MAX_IMAGE_PIXELS:,} pixels, PIL's limit against decompression "
+                         "bombs (PIL.Image.MAX_IMAGE_PIXELS); downscale it or remove it") from None
+    except Exception as e: raise OSError(f"cannot read image {fn}: {type(e).__name__}: {e}") from e
+    return to_channels(img, channels) if channels else img
+
 # %% ../nbs/06_data.ipynb #5da019e8
 def verify_images(files:list, # image paths
                   on_error:str='skip', # 'skip' (warn and drop) or 'raise'
@@ -194,25 +210,36 @@ def verify_images(files:list, # image paths
     if on_error not in ('skip', 'raise'): raise ValueError(f"on_error={on_error!r}; use 'skip' or 'raise'")
     good, bad = [], []
     for f in files:
-        try:
-            with Image.open(f) as im: im.load()
-            good.append(f)
-        except Exception as e: bad.append(f"{f} ({type(e).__name__}: {e})")
+        try: load_image(f); good.append(f)
+        except (OSError, ValueError) as e: bad.append(str(e))
     if bad:
         msg = f"{len(bad)} unreadable image file(s): " + '; '.join(bad[:20]) + (' ...' if len(bad) > 20 else '')
         if on_error == 'raise': raise OSError(msg)
         warnings.warn(msg + '. They are skipped.')
     return good
 
-# %% ../nbs/06_data.ipynb #0ae64475
-def load_image(fn:str|Path, # image file
-               channels:int=None, # convert to 1 or 3 channels; None keeps the file's mode
-              )->Image.Image:
-    "Open and decode an image, naming the file if that fails"
-    try:
-        with Image.open(fn) as im: im.load(); img = im.copy()
-    except Exception as e: raise OSError(f"cannot read image {fn}: {type(e).__name__}: {e}") from e
-    return to_channels(img, channels) if channels else img
+# %% ../nbs/06_data.ipynb #4e24b0f8
+def image_samples(root:str|Path, # `root/<class>/...`
+                  class_to_idx:dict, # class folder name -> label
+                 )->list: # `(path, label)` pairs, sorted within each class
+    "The image files under each class folder; linked folders below a class are not entered and each file counts once"
+    from torchvision.datasets.folder import IMG_EXTENSIONS
+    samples, seen, links, twice = [], set(), [], []
+    for c, y in sorted(class_to_idx.items(), key=lambda o: o[1]):
+        n = len(samples)
+        for d, dirs, files in sorted(os.walk(Path(root)/c)):             # followlinks=False: a loop or a link elsewhere is skipped
+            links += [Path(d)/s for s in dirs if (Path(d)/s).is_symlink()]
+            for f in sorted(files):
+                p = Path(d)/f
+                if p.suffix.lower() not in IMG_EXTENSIONS or not p.is_file(): continue
+                if (real := p.resolve()) in seen: twice.append(p); continue
+                seen.add(real); samples.append((str(p), y))
+        if len(samples) == n: raise FileNotFoundError(f"the class folder {Path(root)/c} holds no images ({', '.join(IMG_EXTENSIONS)}); "
+                                                      "add some or remove the folder")
+    if links: warnings.warn(f"{len(links)} linked folder(s) not entered (a loop, or a link to another class, would repeat or "
+                            f"mislabel images): {', '.join(map(str, links[:3]))}; copy the images there instead")
+    if twice: warnings.warn(f"{len(twice)} file(s) reached twice through links counted once: {', '.join(map(str, twice[:3]))}")
+    return samples
 
 # %% ../nbs/06_data.ipynb #f150dda8
 def image_folder(root:str|Path, # `root/<class>/<image>` (torchvision's `ImageFolder` layout)
@@ -220,10 +247,12 @@ def image_folder(root:str|Path, # `root/<class>/<image>` (torchvision's `ImageFo
                  channels:int=None, # convert every image to 1 or 3 channels (grey/RGB mismatch)
                  on_error:str='skip', # unreadable files: 'skip' (warn, with their paths) or 'raise'
                 ):
-    "A torchvision `ImageFolder` whose unreadable files are reported, then skipped or raised"
+    "A torchvision `ImageFolder` that enters no linked folder, and whose unreadable files are reported, then skipped or raised"
     from torchvision.datasets import ImageFolder
     from functools import partial
-    ds = ImageFolder(root, transform=transform, loader=partial(load_image, channels=channels))
+    class Folder(ImageFolder):
+        def make_dataset(self, directory, class_to_idx, *args, **kwargs): return image_samples(directory, class_to_idx)
+    ds = Folder(root, transform=transform, loader=partial(load_image, channels=channels))
     ok = set(verify_images([p for p, _ in ds.samples], on_error))
     ds.samples = ds.imgs = [s for s in ds.samples if s[0] in ok]
     ds.targets = [y for _, y in ds.samples]

@@ -45,9 +45,21 @@ def load_head(path, # file stem (or the .safetensors / .json file)
     path = Path(path); stem = path.with_suffix('') if path.suffix in ('.json', '.safetensors') else path
     js, st = stem.with_suffix('.json'), stem.with_suffix('.safetensors')
     if not js.exists() or not st.exists(): raise FileNotFoundError(f"no saved head at {stem}: expected {js.name} and {st.name} (written by save_head / fit_probes)")
-    meta = json.loads(js.read_text())
-    cfg = dict(meta['config']); p = create_probe(cfg.pop('name'), cfg.pop('dim'), cfg.pop('num_classes'), **cfg)
-    p.load_state_dict(load_file(str(st), device=str(device))); p.meta = meta
+    def bad(why): return ValueError(f"{stem} is not a head that save_head wrote: {why}; save the head again (fit_probes, ep_probe)")
+    try: meta = json.loads(js.read_text())
+    except (ValueError, UnicodeDecodeError) as e: raise bad(f"{js.name} is not JSON ({type(e).__name__})") from None
+    cfg = meta.get('config') if isinstance(meta, dict) else None
+    if not isinstance(cfg, dict) or not {'name', 'dim', 'num_classes'} <= set(cfg):
+        raise bad(f"{js.name} has no 'config' with the probe's name, dim and num_classes")
+    cfg = dict(cfg); p = create_probe(cfg.pop('name'), cfg.pop('dim'), cfg.pop('num_classes'), **cfg)
+    try: sd = load_file(str(st), device=str(device))
+    except Exception as e: raise bad(f"{st.name} cannot be read as tensors ({type(e).__name__})") from None
+    want = p.state_dict()
+    if set(sd) != set(want): raise bad(f"{st.name} holds other tensors than the {meta['config']['name']!r} probe's, e.g. "
+                                       f"missing {sorted(set(want) - set(sd))[:2]}, unexpected {sorted(set(sd) - set(want))[:2]}")
+    shapes = [f"{k} {tuple(v.shape)} vs {tuple(want[k].shape)}" for k, v in sd.items() if v.shape != want[k].shape]
+    if shapes: raise bad(f"its tensors do not fit its config (file vs config), e.g. {shapes[0]}")
+    p.load_state_dict(sd); p.meta = meta
     return p.to(device).eval()
 
 # %% ../nbs/09a_fit.ipynb #8f35fbcd

@@ -23,7 +23,7 @@ from fastai.data.load import DataLoader
 from fastai.learner import Learner
 from fastai.optimizer import Adam
 from functools import partial
-from .core import atomic_write, command_line, user_errors
+from .core import atomic_write, command_line, user_errors, check_count, check_lr, check_fraction
 from .train import warmup_cosine
 from .fit import SeedEpoch, Checkpoint, AppendCSVLogger, load_checkpoint, fit_learner
 
@@ -271,6 +271,12 @@ def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{
     with user_errors('ep_pretrain', debug):
         if amp not in ('auto', 'bf16', 'fp16', 'none'): raise ValueError(f"--amp {amp!r}: use auto, bf16, fp16 or none")
         if amp == 'fp16' and not torch.cuda.is_available(): raise ValueError("--amp fp16 needs CUDA; on the CPU use bf16 or none")
+        for flag, v, lo in [('epochs', epochs, 1), ('bs', bs, 1), ('warmup', warmup, 0), ('seed', seed, 0), ('patch_size', patch_size, 1),
+                            ('embed_dim', embed_dim, 1), ('depth', depth, 1), ('num_heads', num_heads, 1), ('decoder_dim', decoder_dim, 1),
+                            ('decoder_depth', decoder_depth, 1), ('decoder_num_heads', decoder_num_heads, 1)]: check_count(v, flag, lo)
+        if limit is not None: check_count(limit, 'limit', 1)
+        check_lr(lr, '--lr'); check_fraction(mask_ratio, 'mask_ratio')
+        if not (math.isfinite(wd) and wd >= 0): raise ValueError(f"--wd {wd}: weight decay must be a finite number of at least 0, e.g. 0.05")
         if threads: torch.set_num_threads(threads)
         ck = Path(out + '.ckpt')
         if restart and ck.exists(): ck.unlink()

@@ -235,14 +235,13 @@ def image_files(path, # an image file or a folder of them
 def load_images(files:list, # image files
                 transform, # PIL image -> `(C, H, W)` tensor (e.g. `encoder.transform()`)
                )->torch.Tensor: # `(B, C, H, W)`
-    "Read and transform images; a `ValueError` names any file that is not a readable image"
-    from PIL import Image, UnidentifiedImageError
+    "Read and transform images; a `ValueError` names any file that is not a readable image, or is too large (`load_image`)"
+    from ep_probing.data import load_image
     out = []
     for f in files:
-        try:
-            with Image.open(f) as im: im.load(); out.append(transform(im))
-        except (UnidentifiedImageError, OSError, SyntaxError) as e:
-            raise ValueError(f"{str(f)!r} is not an image that PIL can read ({type(e).__name__}: {e}); remove it or convert it to PNG/JPEG") from e
+        try: out.append(transform(load_image(f)))
+        except OSError as e:
+            raise ValueError(f"{str(f)!r} is not an image that PIL can read ({e.__cause__!r}); remove it or convert it to PNG/JPEG") from e
     return torch.stack(out)
 
 # %% ../nbs/12_viz.ipynb #2ed88783
