@@ -165,7 +165,7 @@ def ep_bench_train(model:str='vit_small_patch16_224', # timm model name (random 
     with user_errors('ep_bench_train', debug):
         if threads: torch.set_num_threads(threads)
         torch.manual_seed(0)
-        enc = create_encoder(timm_model(model, num_classes=0, img_size=img_size))
+        enc = create_encoder(timm_model(model, pretrained=False, num_classes=0, img_size=img_size))   # speed only: random weights
         ds, specs = RandomImages(n, img_size, enc.in_chans), [s for s in probes.split(',') if s]
         print(f"ep_bench_train: {model} ({enc.depth} blocks, C={enc.embed_dim}) at {img_size} px, {n} random images, bs {bs}, "
               f"{torch.get_num_threads()} threads, {'cuda' if torch.cuda.is_available() else 'cpu'}")

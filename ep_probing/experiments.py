@@ -243,7 +243,7 @@ _which = ('compare', 'layers', 'lowshot', 'queries')
 def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
                   out:str='experiment.csv', # CSV of per-seed rows (written atomically)
                   encoder:str='mae_fmnist', # encoder short name or timm name
-                  pretrained:bool=False, # timm names: download the pretrained weights (needs internet)
+                  random_init:bool=False, # timm names: random weights instead of the pretrained ones (a baseline)
                   checkpoint:str=None, # timm names: a local `.safetensors`/`.pth` file instead
                   data:str='fashion_mnist', # 'fashion_mnist' or an image folder with train/ and test/
                   train_size:int=0, # stratified subset of train (0: all)
@@ -269,7 +269,7 @@ def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
         if blr is not None: run_flags['blr'](blr)
         t0 = time.perf_counter()
         p = Prepared(encoder, data, layers='all' if which == 'layers' else '-1', train_size=train_size, test_size=test_size, cache_dir=cache_dir, bs=bs,
-                     pretrained=pretrained, checkpoint=checkpoint)
+                     pretrained=not random_init, checkpoint=checkpoint)
         parts = Path(out).with_suffix('.parts')                  # every training run's checkpoint and results, until the CSV is written
         kw = dict(epochs=epochs, opt=opt, blr=blr, blrs=blrs, parts=parts)
         try:

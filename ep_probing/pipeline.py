@@ -189,7 +189,7 @@ class Prepared:
                  seed:int=0, # seeds the splits
                  stream:bool=False, # stream images (with augmentation) instead of caching tokens
                  bs:int=256, cache_dir='~/.cache/ep_probing/features', workers:int=0, progress:bool=True,
-                 pretrained:bool=False, checkpoint:str=None, norm:bool=False, # encoder options
+                 pretrained:bool=True, checkpoint:str=None, norm:bool=False, # encoder options (pretrained=False: random weights)
                  data_path:str=None, device:str=None,
                  img_size:int=None, # input size (timm's `img_size`), e.g. 224 for a DINOv2 built for 518
                  fp32:bool=False, # extract tokens in fp32 even where bf16 is native
@@ -199,6 +199,7 @@ class Prepared:
         self.layers, self.depth = parse_layers(layers, enc0.depth), enc0.depth
         self.extract_amp = None if fp32 else resolve_amp('auto', 'cuda' if self.device.startswith('cuda') else 'cpu')   # the same rule as the heads'
         self.enc = create_encoder(enc0.model, layers=self.layers, norm=norm, amp=self.extract_amp)   # the cache key records it
+        self.enc.weights = getattr(enc0, 'weights', 'as given')
         self.enc.name, self.enc.data_config = enc0.name, enc0.data_config
         self.train_ds, self.test_ds, self.classes, self.name = load_data(data, data_path, channels=self.enc.in_chans)
         if len(self.classes) < 2: raise ValueError(f"{self.name} has {len(self.classes)} class; probing needs at least two")
@@ -232,7 +233,7 @@ def caches(self:Prepared)->tuple: return self._load()[2]      # (train cache, te
 def meta(self:Prepared)->dict:
     "Facts recorded with every saved head"
     e = self.enc
-    return dict(encoder=e.name, weights_sha256=e.weights_hash(), data=self.name, classes=self.classes, layers=self.layers, embed_dim=e.embed_dim,
+    return dict(encoder=e.name, weights=getattr(e, 'weights', 'as given'), weights_sha256=e.weights_hash(), data=self.name, classes=self.classes, layers=self.layers, embed_dim=e.embed_dim,
                 num_prefix_tokens=e.num_prefix_tokens, img_size=list(e.img_size), mean=list(e.mean), std=list(e.std))
 
 @patch(as_prop=True)
@@ -267,7 +268,7 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
                 cache_dir:str='~/.cache/ep_probing/features', # feature cache root
                 out:str='ep_probe_out', # output folder
                 resume:bool=False, seed:int=0, knn:bool=False,
-                pretrained:bool=False, checkpoint:str=None, norm:bool=False, # encoder options
+                pretrained:bool=True, checkpoint:str=None, norm:bool=False, # encoder options (pretrained=False: random weights)
                 data_path:str=None, device:str=None, amp:str='auto', workers:int=0, progress:bool=True,
                 img_size:int=None, # input size (timm's `img_size`)
                 blrs='default', # learning-rate grid for probes without `blr`/`lr`: 'default', 'none' or '1e-3,1e-2'
@@ -349,7 +350,7 @@ def ep_probe(encoder:str='mae_fmnist', # short name (mae_fmnist, efficientnet_li
              resume:bool=False, # continue an interrupted run in --out
              seed:int=0, # seeds the splits, the probes and the shuffling
              knn:bool=False, # also run the k-NN sweep on the cached [CLS] / mean tokens
-             pretrained:bool=False, # timm names: download pretrained weights (needs internet)
+             random_init:bool=False, # timm names: random weights instead of the pretrained ones (a baseline; the table says so)
              checkpoint:str=None, # timm names: load weights from this local .safetensors/.pth file
              img_size:int=None, # input size for timm models (e.g. 224: DINOv2 defaults to 518 px, 1,369 tokens)
              fp32:bool=False, # extract tokens and train the heads in fp32 even where the hardware has native bf16 (bf16 autocast is the default there)
@@ -364,14 +365,16 @@ def ep_probe(encoder:str='mae_fmnist', # short name (mae_fmnist, efficientnet_li
         if str(device).startswith('cuda') and not torch.cuda.is_available(): raise ValueError("--device cuda: no CUDA device is visible here; use --device cpu")
         learn = run_probing(encoder, data=data, probes=probes, layers=layers, epochs=epochs, bs=bs, opt=opt, blr=blr, lr=lr, train_size=train_size,
                             test_size=test_size, valid_pct=valid_pct, stream=stream, cache_dir=cache_dir, out=out, resume=resume, seed=seed, knn=knn,
-                            pretrained=pretrained, checkpoint=checkpoint, data_path=data_path, device=device, workers=workers, img_size=img_size,
+                            pretrained=not random_init, checkpoint=checkpoint, data_path=data_path, device=device, workers=workers, img_size=img_size,
                             blrs=blrs, fp32=fp32)
         m = learn.meta
-        print(f"\nep_probe: {m['encoder']} on {m['data']} ({len(m['classes'])} classes), layers {m['layers']}, {epochs} epochs, "
+        print(f"\nep_probe: {m['encoder']} ({m['weights']} weights) on {m['data']} ({len(m['classes'])} classes), layers {m['layers']}, {epochs} epochs, "
               f"{opt}; {'streamed' if stream else 'cached tokens'} ({learn.prepared.extract_amp or 'fp32'} extraction, {learn.amp or 'fp32'} heads); {len(learn.heads)} heads "
               f"({len(learn.results)} probes x their grid points) trained together in {learn.results.train_s.iloc[0]:.1f}s "
               f"({learn.total_s:.1f}s in all)\n")
         print(results_table(learn))
+        if m['weights'] == 'random init':
+            print("random init: the encoder's weights are random (--random_init); these numbers are a baseline, not the encoder's")
         if learn.results.name.eq('gap').any() and any(s.alias == 'lp_gap' for s in learn.specs.values()):
             print("lp_gap: this encoder has no prefix token ([CLS]), so LP reads the mean of the patch tokens (GAP), as in the paper")
         if learn.results.get('at_edge', pd.Series(dtype=bool)).any():

@@ -1,6 +1,6 @@
 """`ep_probe` with bad inputs, from an adversarial pass: each case fails with one line `ep_probe: error: ...` and exit 2
 (never a traceback), before any extraction or training, and leaves what was already written alone."""
-import os, subprocess, sys
+import json, os, subprocess, sys
 from pathlib import Path
 import pytest, torch
 from fastcore.script import anno_parser
@@ -125,3 +125,24 @@ def test_flag_mistakes_fail_before_torch_loads():
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
     assert r.stdout.split() == ['2', 'False'], r.stdout + r.stderr
     assert r.stderr.strip() == 'ep_probe: error: --epochs 0: must be an integer of at least 1 (--debug shows the traceback)'
+
+
+def test_timm_name_offline_never_probes_random_weights(tmp_path, monkeypatch, capsys):
+    "A timm name means its pretrained weights: offline, with nothing cached, one line naming --checkpoint and --random_init"
+    import huggingface_hub.constants as hc
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1'); monkeypatch.setenv('TORCH_HOME', str(tmp_path/'torch'))
+    monkeypatch.setattr(hc, 'HF_HUB_CACHE', str(tmp_path/'hf'))
+    code, out, err = run_cli(monkeypatch, capsys, ['--encoder', 'vit_tiny_patch16_224', '--img_size', '32',
+                                                   '--out', tmp_path/'o', '--cache_dir', tmp_path/'c', *TINY])
+    one_line_error(code, err, "the pretrained weights of 'vit_tiny_patch16_224' are not in the local cache")
+    assert '--checkpoint' in err and '--random_init' in err and not (tmp_path/'c').exists()
+
+
+def test_random_init_is_asked_for_and_reported(tmp_path, monkeypatch, capsys):
+    code, out, err = run_cli(monkeypatch, capsys, ['--encoder', 'vit_tiny_patch16_224', '--img_size', '32', '--random_init', '--probes', 'lp',
+                                                   '--blrs', 'none', '--out', tmp_path/'o', '--cache_dir', tmp_path/'c', *TINY])
+    assert code == 0, err
+    assert 'ep_probe: vit_tiny_patch16_224 (random init weights) on fashion_mnist' in out, out
+    assert "random init: the encoder's weights are random (--random_init)" in out, out
+    heads = json.loads(next((tmp_path/'o'/'heads').glob('*.json')).read_text())
+    assert heads['weights'] == 'random init', heads

@@ -1,5 +1,5 @@
 "Frozen encoders: offline errors, local checkpoints, eval stickiness, layers, CNN tokens and the real ImageNet EfficientNet-Lite0"
-import os, re, subprocess, sys, importlib.metadata as md
+import argparse, warnings, os, re, subprocess, sys, importlib.metadata as md
 from pathlib import Path
 import pytest, torch, torch.nn as nn, timm
 from PIL import Image
@@ -20,32 +20,55 @@ def imagenet_photos():
     assert len(files) == 20, f"expected 20 ImageNet photos in {d}"
     return files, torch.tensor([int(re.search(r'_(\d+)\.jpg$', f.name).group(1)) for f in files])
 
-def test_offline_pretrained_error_names_model_and_fix():
-    code = "from ep_probing.encoders import create_encoder; create_encoder('vit_tiny_patch16_224', pretrained=True)"
-    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'PYTHONPATH': str(ROOT)}
+def test_offline_pretrained_error_names_model_and_fix(tmp_path):
+    "Offline with an empty cache: one line at once (no minute of Hub retries), naming the model and both other sources of weights"
+    code = ("import time; t = time.perf_counter()\nfrom ep_probing.encoders import create_encoder\n"
+            "try: create_encoder('vit_tiny_patch16_224')\nexcept ValueError as e: print(e); print(f'{time.perf_counter() - t:.1f}')")
+    env = {**os.environ, 'HF_HUB_OFFLINE': '1', 'HF_HOME': str(tmp_path/'hf'), 'TORCH_HOME': str(tmp_path/'torch'), 'PYTHONPATH': str(ROOT)}
     r = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode != 0
-    last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith('RuntimeError: could not download the pretrained weights of ')
-    assert "'vit_tiny_patch16_224'" in last and "checkpoint='path/to/weights.safetensors'" in last
+    msg, secs = r.stdout.strip().splitlines()
+    assert msg.startswith("the pretrained weights of 'vit_tiny_patch16_224' are not in the local cache and huggingface.co cannot be reached")
+    assert '--checkpoint' in msg and '--random_init' in msg, msg
+    print(f"offline refusal after {secs} s (import included)")
 
 def test_unknown_model():
     with pytest.raises(ValueError, match="unknown timm model 'vit_nope'.*mae_fmnist"): create_encoder('vit_nope')
 
-@pytest.mark.parametrize('fmt', ['safetensors', 'pth', 'pth_wrapped'])
+CKPT = ['safetensors', 'pth', 'pth_wrapped', 'mae', 'dino_teacher', 'ddp']
+
+def as_saved(sd, fmt):
+    "`sd` as the original projects save it"
+    if fmt == 'pth_wrapped': return {'state_dict': sd}
+    if fmt == 'mae': return {'model': {**sd, 'mask_token': torch.zeros(1, 1, 8), 'decoder_pred.weight': torch.zeros(4, 8)}, 'epoch': 799,
+                             'args': argparse.Namespace(model='mae_vit_tiny', mask_ratio=0.75)}
+    if fmt == 'dino_teacher': return {'student': {}, 'teacher': {**{f'backbone.{k}': v for k, v in sd.items()}, 'head.last_layer.weight': torch.zeros(3, 8)},
+                                      'epoch': 100, 'args': argparse.Namespace(arch='vit_tiny')}
+    if fmt == 'ddp': return {f'module.{k}': v for k, v in sd.items()}
+    return sd
+
+@pytest.mark.parametrize('fmt', CKPT)
 def test_local_checkpoint(tmp_path, fmt):
     torch.manual_seed(3)
     src = timm.create_model('vit_tiny_patch16_224', img_size=32, num_classes=0).eval()
     f = tmp_path/('w.safetensors' if fmt == 'safetensors' else 'w.pth')
     sd = src.state_dict()
     if fmt == 'safetensors': save_file(sd, f)
-    else: torch.save({'state_dict': sd} if fmt == 'pth_wrapped' else sd, f)
-    enc = create_encoder('vit_tiny_patch16_224', checkpoint=f, img_size=32, num_classes=0, norm=True)
+    else: torch.save(as_saved(sd, fmt), f)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always')
+        enc = create_encoder('vit_tiny_patch16_224', checkpoint=f, img_size=32, num_classes=0, norm=True)
     x = torch.randn(2, 3, 32, 32)
     p, q = enc(x)
     ref = src.forward_features(x)
     torch.testing.assert_close(torch.cat([q, p], 1), ref, rtol=1e-5, atol=1e-5)
-    assert enc.img_size == (32, 32) and enc.mean == (0.5, 0.5, 0.5)
+    assert enc.img_size == (32, 32) and enc.mean == (0.5, 0.5, 0.5) and enc.weights == 'checkpoint w.' + f.suffix[1:]
+    msgs = [str(m.message) for m in w]
+    if fmt == 'dino_teacher': assert len(msgs) == 1 and "loaded 150 tensors; ignored 1 not in the model, e.g. ['head.last_layer.weight']" in msgs[0], msgs
+    else: assert not msgs, msgs                                     # MAE's decoder is dropped without a word
+
+def test_untrained_timm_name_needs_a_choice():
+    with pytest.raises(ValueError, match="has no pretrained weights in timm.*--checkpoint.*--random_init"): create_encoder('vit_small_patch16_18x2_224')
+    assert create_encoder('vit_small_patch16_18x2_224', pretrained=False, depth=1).weights == 'random init'
 
 def test_checkpoint_of_wrong_architecture(tmp_path):
     save_file(tiny_vit().state_dict(), tmp_path/'w.safetensors')

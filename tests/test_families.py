@@ -27,7 +27,7 @@ FAMILIES = {
 def encoder(family):
     name, kw, _, _ = FAMILIES[family]
     torch.manual_seed(0)
-    return create_encoder(name, num_classes=0, **kw)
+    return create_encoder(name, pretrained=False, num_classes=0, **kw)
 
 @pytest.mark.parametrize('family', FAMILIES)
 def test_tokens(family):
@@ -78,7 +78,7 @@ def test_tokens_in_row_major_spatial_order(name, kw, stride):
     assert sorted(d.nonzero().flatten().tolist()) == sorted(r * side + c for r in rows for c in cols)
 
 def test_hiera_tiny_224_at_its_size():
-    enc = create_encoder('hiera_tiny_224')
+    enc = create_encoder('hiera_tiny_224', pretrained=False)
     p, q = enc(torch.randn(1, 3, 224, 224))
     assert p.shape == (1, 7 * 7, 768) and q.shape == (1, 0, 768) and enc.embed_dim == 768 and enc.img_size == (224, 224)
     with pytest.raises(ValueError, match='norm=True: Hiera cannot normalise'): create_encoder(enc.model, norm=True)(torch.randn(1, 3, 224, 224))
@@ -95,16 +95,16 @@ def test_last_feature_map_is_forward_features(name, kw):
     torch.testing.assert_close(p, ref)
 
 def test_img_size_dinov2():
-    enc = create_encoder('vit_small_patch14_reg4_dinov2', img_size=224, depth=1)
+    enc = create_encoder('vit_small_patch14_reg4_dinov2', pretrained=False, img_size=224, depth=1)
     assert enc.img_size == (224, 224) and enc.data_config['input_size'] == (3, 224, 224)
     p, q = enc(torch.randn(1, 3, 224, 224))
     assert p.shape == (1, 16 * 16, 384) and q.shape == (1, 5, 384)
-    assert create_encoder('vit_small_patch14_reg4_dinov2', depth=1).img_size == (518, 518)   # timm's default: 37 x 37 = 1,369 tokens
+    assert create_encoder('vit_small_patch14_reg4_dinov2', pretrained=False, depth=1).img_size == (518, 518)   # timm's default: 37 x 37 = 1,369 tokens
 
 @pytest.mark.parametrize('name,kw,side', [('convnext_atto', {}, 3), ('efficientnet_lite0', {}, 3), ('hiera_tiny_224', dict(stages=(1, 1, 1, 1)), 3),
                                           ('swin_tiny_patch4_window7_224', dict(window_size=3, depths=(1, 1, 1, 1)), 3)])
 def test_img_size_sets_transform_and_model(name, kw, side):
-    enc = create_encoder(name, img_size=96, **kw)
+    enc = create_encoder(name, pretrained=False, img_size=96, **kw)
     img = Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 50, 3), dtype=np.uint8))
     x = enc.transform()(img)
     assert enc.img_size == (96, 96) and x.shape == (3, 96, 96)
