@@ -199,7 +199,10 @@ run_flags = dict(epochs=lambda v: check_count(v, 'epochs', 1), bs=lambda v: chec
                  test_size=lambda v: check_count(v, 'test_size', 0, ' (0: all of the split)'),
                  seed=lambda v: check_count(v, 'seed', 0), workers=lambda v: check_count(v, 'workers', 0),
                  valid_pct=lambda v: check_fraction(v, 'valid_pct'), blr=lambda v: check_lr(v, '--blr'),
-                 lr=lambda v: check_lr(v, '--lr'))                       # the simple flags of `run_probing` / `ep_probe`
+                 lr=lambda v: check_lr(v, '--lr'), accum_bs=lambda v: check_count(v, 'accum_bs', 1),
+                 recipe=lambda v: v == 'paper' or _bad(f"--recipe {v!r}: use paper or leave it out"))  # simple flags of `ep_probe`
+
+def _bad(msg): raise ValueError(msg)
 
 def precheck(argv:list, # the command's arguments, `sys.argv[1:]`
              checks:dict=None, # `{flag: check(value)}`; default `run_flags`

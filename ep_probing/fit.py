@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['save_head', 'load_head', 'SeedEpoch', 'BestHeads', 'Checkpoint', 'read_checkpoint', 'load_checkpoint',
-           'AppendCSVLogger', 'ProbeDistributedTrainer', 'HeadLosses', 'ProbeLoss', 'build_probes', 'probe_learner',
-           'evaluate_probes', 'prepare_out', 'select_heads', 'fit_probes', 'EpochLine', 'CPUAutocast', 'resolve_amp',
-           'fit_learner']
+           'AppendCSVLogger', 'ProbeDistributedTrainer', 'HeadLosses', 'ProbeLoss', 'build_probes', 'accum_batch',
+           'probe_learner', 'evaluate_probes', 'prepare_out', 'select_heads', 'fit_probes', 'EpochLine', 'CPUAutocast',
+           'resolve_amp', 'fit_learner']
 
 # %% ../nbs/09a_fit.ipynb #9dc26c52
 import contextlib, json, os, random, shutil, tempfile, time, warnings
@@ -19,6 +19,7 @@ from fastcore.foundation import L
 from fastai.callback.core import Callback
 from fastai.callback.progress import CSVLogger, ProgressCallback
 from fastai.callback.schedule import ParamScheduler
+from fastai.callback.training import GradientAccumulation
 from fastai.optimizer import Adam
 from fastai.learner import Learner, Metric, ValueMetric
 import fastai.distributed                                    # adds Learner.distrib_ctx (DDP through accelerate)
@@ -235,6 +236,18 @@ def build_probes(specs:list, # `ProbeSpec`s (strings are parsed, grids expanded)
         layers[s.key], parsed[s.key] = s.layer, s
     return probes, layers, parsed
 
+# %% ../nbs/09a_fit.ipynb #c1324ef7
+def accum_batch(bs:int, # the batch of one device
+                accum_bs:int=None, # the effective batch asked for (None: no accumulation)
+               )->int:
+    "The batch of one optimiser step: `accum_bs` when it is a multiple of the global batch `bs` x ranks, else a `ValueError`"
+    world = max(num_distrib(), 1)
+    if accum_bs is None: return bs * world
+    if accum_bs < bs * world or accum_bs % (bs * world):
+        raise ValueError(f"--accum_bs {accum_bs}: the effective batch must be a multiple of the batch of one step, --bs {bs} x "
+                         f"{world} process(es) = {bs * world}; e.g. --accum_bs {max(1, round(accum_bs / (bs * world))) * bs * world}")
+    return accum_bs
+
 # %% ../nbs/09a_fit.ipynb #6fd7c48c
 def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached `(patch, prefix)` tokens, and labels
                   specs:list, # probe specs, e.g. ['lp', 'gap', 'ep', 'mhca', 'ep@3:num_queries=8']
@@ -247,6 +260,7 @@ def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached
                   lr:float=None, # fixed learning rate for all probes (overrides blr)
                   wd:float=0., # weight decay (LARS: on tensors with ndim > 1 only)
                   blrs:list=None, # base learning-rate grid for probes that set neither `blr` nor `lr`
+                  accum_bs:int=None, # effective batch: gradients of batches accumulate up to it before a step (the paper: 4096)
                  )->Learner:
     "A fastai `Learner` that trains every probe of `specs` on the same batches"
     if opt not in ('lars', 'adamw'): raise ValueError(f"opt={opt!r}: use 'lars' (the paper's recipe) or 'adamw'")
@@ -254,7 +268,7 @@ def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached
     if not layer_order: raise ValueError("cached tokens need `layer_order` (the block indices stacked in the cache)")
     probes, layers, parsed = build_probes(specs, dim, num_classes, depth, default_layer=layer_order[-1], blrs=blrs)
     model = ProbeSet(probes, layers, encoder, layer_order)
-    bs = dls.train.bs * max(num_distrib(), 1)                # the global batch under DDP
+    bs = accum_batch(dls.train.bs, accum_bs)                 # the batch of one optimiser step: global under DDP
     blr = blr if blr is not None else 0.1 if opt == 'lars' else 1e-3
     blrs = np.array([d.blr or blr for d in parsed.values()])
     lrs = np.array([d.lr or lr or b * bs / 256 for d, b in zip(parsed.values(), blrs)])
@@ -367,6 +381,8 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
     out = (prepare_out(out) if rank0 else Path(out)) if out is not None else None
     cbs = [SeedEpoch(seed), ParamScheduler({'lr': warmup_cosine(learn.probe_lrs, pct_warmup)}),
            BestHeads(out and out/'.partial', meta=meta)] + list(cbs or [])
+    if (n_acc := kwargs.get('accum_bs')) and n_acc > dls.train.bs * max(num_distrib(), 1):
+        cbs.append(GradientAccumulation(n_acc // max(num_distrib(), 1)))      # fastai's: counts this rank's images
     opts = _run_options(learn, seed=seed, epochs=epochs, pct_warmup=pct_warmup, amp=amp, meta=meta, **kwargs)
     with (out_lock(out) if out is not None and rank0 else contextlib.nullcontext()):
         start, t_before = _start(learn, out, resume, cbs, opts)
