@@ -6,7 +6,7 @@
 __all__ = ['data_names', 'linear_probes', 'default_blrs', 'recipes', 'CachedTokens', 'cached_dl', 'load_data', 'parse_layers',
            'subset_indices', 'probe_specs', 'blr_grid', 'grid_specs', 'check_probes', 'cache_dls', 'stream_dls',
            'figure_head', 'Prepared', 'check_run_options', 'run_probing', 'apply_recipe', 'cache_global_features',
-           'knn_eval', 'results_table', 'ep_probe']
+           'knn_best', 'knn_eval', 'results_table', 'ep_probe']
 
 # %% ../nbs/11_pipeline.ipynb #d99eebed
 import contextlib, inspect, json, time, warnings
@@ -24,7 +24,7 @@ from .cache import extract_features, FeatureCache
 from .data import FashionMNIST, fmnist_sample, image_folder, targets_of, low_shot_indices, stratified_split, TransformDataset
 from .fit import fit_probes, build_probes, resolve_amp, prepare_out, accum_batch
 from .train import ProbeSpec, parse_specs, expand_grid, probe_aliases, max_grid
-from .core import Interrupted, user_errors, native_bf16, out_lock, check_lr, run_flags
+from .core import Interrupted, user_errors, native_bf16, out_lock, check_lr, run_flags, atomic_write
 from .knn import knn_sweep, global_features
 
 # %% ../nbs/11_pipeline.ipynb #296cdca2
@@ -178,6 +178,12 @@ def _attention_png(learn, folder, p, n:int=6):
                           titles=[f'{p.classes[ys[i]]}: {g} (blr {row.blr:g}, epoch {row.best_epoch})' for i in idx])
     learn.results.loc[g, 'figure'] = 'attention.png'                   # results.json says which head and epoch it shows
 
+def _run_record(learn, folder, p, options:dict):
+    "Write the run's `attention.png`, and `meta.json`: encoder, weights, data, split sizes and `options` (what `ep_leaderboard` reads)"
+    _attention_png(learn, folder, p)
+    rec = dict(p.meta, n_train=len(p.tr_idx), n_valid=len(p.va_idx), n_test=len(p.test_dl.dataset), **options)
+    atomic_write(Path(folder)/'meta.json', lambda t: Path(t).write_text(json.dumps(rec, indent=1, default=str)))
+
 # %% ../nbs/11_pipeline.ipynb #fe8d8c83
 class Prepared:
     "A probing run's inputs: frozen encoder, data, seeded stratified train/validation split; DataLoaders of cached tokens or streamed images"
@@ -289,11 +295,14 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
             raise Interrupted('interrupted during feature extraction; run the same command again: the shards already written are kept') from None
         learn = fit_probes(dls, specs, len(p.classes), p.dim, epochs=epochs, out=out, resume=resume, seed=seed, amp=None if fp32 else amp, progress=progress,
                            meta=p.meta, test_dl=p.test_dl, encoder=p.enc if stream else None, layer_order=p.layers, depth=p.depth,
-                           finish=partial(_attention_png, p=p), opt=opt, blr=blr, lr=lr, accum_bs=accum_bs)
+                           finish=partial(_run_record, p=p, options=dict(seed=seed, epochs=epochs, opt=opt, bs=bs, accum_bs=accum_bs,
+                                          stream=stream, blrs=blrs, blr=blr, lr=lr)), opt=opt, blr=blr, lr=lr, accum_bs=accum_bs)
         learn.meta, learn.total_s, learn.caches, learn.prepared = p.meta, time.perf_counter() - t0, p.caches, p
         if knn:
             if p.caches is None: warnings.warn("--knn needs cached tokens; it is skipped with --stream")
-            else: learn.knn = knn_eval(*p.caches, tr_idx=p.caches[2], layer=p.layers[-1])
+            else:
+                learn.knn = knn_eval(*p.caches, layer=p.layers[-1])     # (train cache, test cache, training rows)
+                if out is not None: atomic_write(Path(out)/'knn.json', lambda t: Path(t).write_text(json.dumps(knn_best(learn.knn), indent=1)))
         return learn
 
 # %% ../nbs/11_pipeline.ipynb #0be4876f
@@ -317,6 +326,11 @@ def cache_global_features(cache:FeatureCache, rows, # a feature cache and the ro
         p, q, _ = cache.get_batch(rows[i:i+chunk])
         fs.append(global_features(p[:, pos], q[:, pos], kind))
     return torch.cat(fs)
+
+def knn_best(sweeps:dict)->dict:
+    "`{kind: {'top1', 'k', 'T'}}`: the best point of each k-NN sweep of `knn_eval`"
+    def best(df): k, T = np.unravel_index(df.values.argmax(), df.shape); return dict(top1=float(df.values.max()), k=int(df.index[k]), T=float(str(df.columns[T]).removeprefix('T=')))
+    return {kind: best(df) for kind, df in sweeps.items()}
 
 def knn_eval(c_tr, c_te, tr_idx, layer:int, kinds=('cls', 'gap'), **kwargs)->dict:
     "k-NN sweeps (`knn_sweep`) on global features of cached tokens: `{kind: DataFrame}`"
