@@ -17,7 +17,7 @@ from .data import low_shot_indices
 from .pipeline import Prepared, CachedTokens, cached_dl, cache_global_features, grid_specs
 from dataclasses import replace
 from .knn import knn_sweep
-from .core import atomic_write, command_line, user_errors, Interrupted, run_flags
+from .core import atomic_write, command_line, user_errors, Interrupted, run_flags, check_seeds
 from .fit import fit_probes
 from .probes import list_probes, create_probe
 from .train import ProbeSpec, parse_specs
@@ -261,10 +261,7 @@ def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
     with user_errors('ep_experiment', debug):
         args = dict(locals())
         if which not in _which: raise ValueError(f"--which {which!r}: choose one of {', '.join(_which)}")
-        sd = tuple(s.strip() for s in str(seeds).split(','))
-        if not all(s.isdigit() for s in sd) or len(set(map(int, sd))) < len(sd):
-            raise ValueError(f"--seeds {seeds}: give distinct non-negative integers separated by commas, e.g. 0,1,2")
-        sd = tuple(map(int, sd))
+        sd = check_seeds(seeds)
         for flag in ('epochs', 'bs', 'train_size', 'test_size'): run_flags[flag](args[flag])
         if blr is not None: run_flags['blr'](blr)
         t0 = time.perf_counter()

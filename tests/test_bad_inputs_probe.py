@@ -116,15 +116,20 @@ def test_closed_pipe_still_writes_results(tmp_path):
     assert (tmp_path/'o'/'results.csv').exists() and (tmp_path/'o'/'attention.png').exists()
 
 
-def test_flag_mistakes_fail_before_torch_loads():
-    "The console script checks its simple flags before importing torch: an error exit costs a fraction of a second, not ~10 s"
-    code = ("import sys; sys.argv = ['ep_probe', '--probes', 'ep', '--epochs', '0']\n"
-            "from ep_probing.core import ep_probe_main\n"
-            "try: ep_probe_main()\n"
+@pytest.mark.parametrize('cmd, args, msg', [
+    ('ep_probe', ['--probes', 'ep', '--epochs', '0'], '--epochs 0: must be an integer of at least 1'),
+    ('ep_bench', ['--steps', '0'], '--steps 0: must be an integer of at least 1'),
+    ('ep_pretrain', ['--epochs', '0'], '--epochs 0: must be an integer of at least 1'),
+    ('ep_experiment', ['--seeds', 'abc'], '--seeds abc: give distinct non-negative integers separated by commas, e.g. 0,1,2')])
+def test_flag_mistakes_fail_before_torch_loads(cmd, args, msg):
+    "The console scripts check their simple flags before importing torch: an error exit costs a fraction of a second, not ~5-10 s"
+    code = (f"import sys; sys.argv = {[cmd, *args]!r}\n"
+            f"from ep_probing.core import {cmd}_main\n"
+            f"try: {cmd}_main()\n"
             "except SystemExit as e: print(e.code, 'torch' in sys.modules)")
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
     assert r.stdout.split() == ['2', 'False'], r.stdout + r.stderr
-    assert r.stderr.strip() == 'ep_probe: error: --epochs 0: must be an integer of at least 1 (--debug shows the traceback)'
+    assert r.stderr.strip() == f'{cmd}: error: {msg} (--debug shows the traceback)'
 
 
 def test_timm_name_offline_never_probes_random_weights(tmp_path, monkeypatch, capsys):
