@@ -16,6 +16,7 @@ import torch, torch.nn as nn, timm
 from timm.models import get_pretrained_cfg
 from fastcore.basics import patch
 from fastcore.meta import delegates
+from .backbones import resolve_backbone   # a leaf module: it imports nothing from ep_probing
 
 encoder_registry = {}  # short name -> builder, filled in 'Embedded encoders' below
 
@@ -354,9 +355,9 @@ def _timm_at_size(name, img_size, **kwargs):
 
 # %% ../nbs/05_encoders.ipynb #8667a737
 @delegates(timm.create_model, keep=True)
-def create_encoder(model, # a short name (`list(encoder_registry)`), a timm model name, or an `nn.Module`
+def create_encoder(model, # a short name (`encoder_registry`, `backbone_registry`), a timm name or an `nn.Module`
                    layers=-1, # block index or indices; negative counts from the end
-                   norm:bool=False, # apply the final norm to the tokens
+                   norm:bool=None, # apply the final norm to the tokens (None: the paper's choice for a leaderboard name, else no)
                    pretrained:bool=True, # timm names: their pretrained weights (cache, else download); False: random weights
                    checkpoint=None, # timm names: a local `.safetensors`/`.pth` file instead
                    amp:str=None, # autocast dtype on the device: None, 'bf16' or 'fp16'
@@ -365,6 +366,10 @@ def create_encoder(model, # a short name (`list(encoder_registry)`), a timm mode
                    **kwargs, # passed to the short name's builder or to `timm.create_model`
                   )->FrozenEncoder:
     "A `FrozenEncoder` from a short name, a timm name (pretrained or local checkpoint) or a model object"
+    name, arch, b = model, model, None           # a leaderboard name: its timm name at the paper's input size
+    if isinstance(model, str) and model not in encoder_registry and (b := resolve_backbone(model)) is not None:
+        name, (arch, img_size, kwargs) = b.name, b.timm_args(pretrained, checkpoint, img_size, **kwargs)
+    norm = bool(b.norm) if norm is None and b is not None else bool(norm)    # the paper read normed tokens for DINOv2, CLIP...
     if isinstance(model, nn.Module): enc, weights = FrozenEncoder(model, layers, norm, amp=amp), 'as given'
     elif isinstance(model, str) and model in encoder_registry:
         f = encoder_registry[model]
@@ -372,8 +377,8 @@ def create_encoder(model, # a short name (`list(encoder_registry)`), a timm mode
         m, cfg = f(**kwargs)
         enc, weights = FrozenEncoder(m, layers, norm, name=model, data_config=cfg, amp=amp, prune=True), 'shipped'
     elif isinstance(model, str):
-        m = _timm_at_size(model, img_size, pretrained=pretrained, checkpoint=checkpoint, **kwargs)
-        enc = FrozenEncoder(m, layers, norm, name=model, amp=amp, prune=True)
+        m = _timm_at_size(arch, img_size, pretrained=pretrained, checkpoint=checkpoint, **kwargs)
+        enc = FrozenEncoder(m, layers, norm, name=name, amp=amp, prune=True)
         weights = f"checkpoint {Path(checkpoint).name}" if checkpoint is not None else 'pretrained' if pretrained else 'random init'
     else: raise ValueError(f"model={model!r}: pass a short name {list(encoder_registry)}, a timm model name or an nn.Module")
     enc.weights = weights                                        # where the weights came from: reports say 'random init'

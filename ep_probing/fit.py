@@ -285,20 +285,26 @@ def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached
 def evaluate_probes(model:ProbeSet, dl, # a `ProbeSet` and a DataLoader of its inputs and labels
                     ks=(1, 5),
                     amp:str=None, # evaluate under the autocast the heads were trained with: None, 'bf16' or 'fp16'
+                    per_image:bool=False, # also `'correct'`: each image's top-1 correctness, in `dl`'s order
                    )->dict:
-    "`{label: {'top1': ..., 'top5': ...}}` of every probe of `model` over `dl`"
+    "`{label: {'top1': ..., 'top5': ...}}` of every probe of `model` over `dl` (and `'correct'`, a bool array, if `per_image`)"
     model = _bare(model).eval()
-    correct, n = {l: {k: 0 for k in ks} for l in model.probes}, 0
+    correct, hits, n = {l: {k: 0 for k in ks} for l in model.probes}, {l: [] for l in model.probes}, 0
     for *xb, y in dl:
         dev = model.device
         dt = {'bf16': torch.bfloat16, 'fp16': torch.float16}.get(amp)
         with torch.autocast(dev.type, dtype=dt, enabled=dt is not None): preds = model(*[x.to(dev) for x in xb])
         y = y.to(dev)
         for l, p in zip(model.probes, preds):
-            for k in ks: correct[l][k] += (p.topk(min(k, p.shape[-1]), -1).indices == y[:, None]).any(-1).sum().item()
+            top = p.topk(min(max(ks), p.shape[-1]), -1).indices == y[:, None]    # (B, k): where the label is among the top k
+            for k in ks: correct[l][k] += top[:, :k].any(-1).sum().item()
+            if per_image: hits[l].append(top[:, 0].cpu())
         n += len(y)
     if n == 0: raise ValueError("the evaluation DataLoader is empty")
-    return {l: {f'top{k}': c / n for k, c in v.items()} for l, v in correct.items()}
+    res = {l: {f'top{k}': c / n for k, c in v.items()} for l, v in correct.items()}
+    if per_image:
+        for l in res: res[l]['correct'] = torch.cat(hits[l]).numpy()
+    return res
 
 # %% ../nbs/09a_fit.ipynb #a987477e
 def prepare_out(out)->Path:

@@ -26,6 +26,8 @@ from .fit import fit_probes, build_probes, resolve_amp, prepare_out, accum_batch
 from .train import ProbeSpec, parse_specs, expand_grid, probe_aliases, max_grid
 from .core import Interrupted, user_errors, native_bf16, out_lock, check_lr, run_flags, atomic_write
 from .knn import knn_sweep, global_features
+from .datasets import dataset_registry, load_named, data_table
+from .backbones import backbone_table
 
 # %% ../nbs/11_pipeline.ipynb #296cdca2
 class CachedTokens:
@@ -44,8 +46,8 @@ def cached_dl(tokens:CachedTokens, bs:int=256, shuffle:bool=False, device=None, 
 data_names = {'fashion_mnist_sample': 'the embedded Fashion-MNIST sample (1,000 train images per class, the 10,000 test images)',
               'fashion_mnist': 'the full Fashion-MNIST (60,000 + 10,000 images)'}
 
-def load_data(data:str='fashion_mnist_sample', # a name of `data_names`, or an image folder with train/ and test/ (or val/, valid/)
-              data_path:str=None, # Fashion-MNIST: directory of the IDX files (searched first)
+def load_data(data:str='fashion_mnist_sample', # `data_names`, `dataset_registry` names, hf:PATH, or an image folder (train/, test/)
+              data_path:str=None, # the dataset's folder (`dataset_registry`); Fashion-MNIST: its IDX files (searched first)
               channels:int=None, # convert images to 1 or 3 channels
              )->tuple: # (train, test, class names, name)
     "The train and test datasets of `data`"
@@ -55,8 +57,10 @@ def load_data(data:str='fashion_mnist_sample', # a name of `data_names`, or an i
     if data in ('fashion_mnist', 'fmnist'):
         tr, te = FashionMNIST('train', data_path), FashionMNIST('test', data_path)
         return tr, te, list(tr.classes), 'fashion_mnist'
+    if data in dataset_registry or data.startswith('hf:'): return tuple(load_named(data, data_path, channels))   # the paper's, by name
     root = Path(data).expanduser()
-    if not root.is_dir(): raise ValueError(f"--data {data!r} is neither {' nor '.join(map(repr, data_names))} nor a folder; give an image folder with train/<class>/* and test/<class>/*")
+    if not root.is_dir(): raise ValueError(f"--data {data!r} is not a dataset name ({', '.join([*data_names, *dataset_registry])}; see --list_data), "
+                                           "hf:PATH, or a folder; give an image folder with train/<class>/* and test/<class>/*")
     test_dir = next((root/d for d in ('test', 'val', 'valid') if (root/d).is_dir()), None)
     if not (root/'train').is_dir() or test_dir is None:
         raise ValueError(f"{root} needs a train/ folder and a test/ (or val/, valid/) folder, each with one sub-folder per class")
@@ -195,7 +199,7 @@ class Prepared:
                  seed:int=0, # seeds the splits
                  stream:bool=False, # stream images (with augmentation) instead of caching tokens
                  bs:int=256, cache_dir='~/.cache/ep_probing/features', workers:int=0, progress:bool=True,
-                 pretrained:bool=True, checkpoint:str=None, norm:bool=False, # encoder options (pretrained=False: random weights)
+                 pretrained:bool=True, checkpoint:str=None, norm:bool=None, # encoder options (pretrained=False: random weights)
                  data_path:str=None, device:str=None,
                  img_size:int=None, # input size (timm's `img_size`), e.g. 224 for a DINOv2 built for 518
                  fp32:bool=False, # extract tokens in fp32 even where bf16 is native
@@ -204,7 +208,7 @@ class Prepared:
         enc0 = encoder if isinstance(encoder, FrozenEncoder) else create_encoder(encoder, layers=-1, pretrained=pretrained, checkpoint=checkpoint, norm=norm, img_size=img_size)
         self.layers, self.depth = parse_layers(layers, enc0.depth), enc0.depth
         self.extract_amp = None if fp32 else resolve_amp('auto', 'cuda' if self.device.startswith('cuda') else 'cpu')   # the same rule as the heads'
-        self.enc = create_encoder(enc0.model, layers=self.layers, norm=norm, amp=self.extract_amp)   # the cache key records it
+        self.enc = create_encoder(enc0.model, layers=self.layers, norm=enc0.norm, amp=self.extract_amp)   # the cache key records it
         self.enc.weights = getattr(enc0, 'weights', 'as given')
         self.enc.name, self.enc.data_config = enc0.name, enc0.data_config
         self.train_ds, self.test_ds, self.classes, self.name = load_data(data, data_path, channels=self.enc.in_chans)
@@ -274,7 +278,7 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
                 cache_dir:str='~/.cache/ep_probing/features', # feature cache root
                 out:str='ep_probe_out', # output folder
                 resume:bool=False, seed:int=0, knn:bool=False,
-                pretrained:bool=True, checkpoint:str=None, norm:bool=False, # encoder options (pretrained=False: random weights)
+                pretrained:bool=True, checkpoint:str=None, norm:bool=None, # encoder options (pretrained=False: random weights)
                 data_path:str=None, device:str=None, amp:str='auto', workers:int=0, progress:bool=True,
                 img_size:int=None, # input size (timm's `img_size`)
                 blrs='default', # learning-rate grid for probes without `blr`/`lr`: 'default', 'none' or '1e-3,1e-2'
@@ -359,7 +363,7 @@ def results_table(learn)->str:
 # %% ../nbs/11_pipeline.ipynb #f7ce190f
 @call_parse
 def ep_probe(encoder:str='mae_fmnist', # short name (mae_fmnist, efficientnet_lite0_imagenet), or any timm model name
-             data:str='fashion_mnist_sample', # fashion_mnist_sample (embedded), fashion_mnist (full), or an image folder with train/<class>/* and test/<class>/* (or val/)
+             data:str='fashion_mnist_sample', # fashion_mnist_sample (embedded), fashion_mnist, a dataset of --list_data (with --data_path), hf:PATH, or an image folder with train/<class>/* and test/<class>/* (or val/)
              probes:str='lp,gap,ep,mhca', # probe specs: name[@layer][:key=value,...], comma-separated
              layers:str='-1', # blocks to probe: '-1', '0,3,5' or 'all' (every probe at every layer, one backbone pass)
              recipe:str=None, # 'paper': the paper's protocol (LARS, its blr grid, 90 epochs, effective batch 4096, streamed with augmentation); explicit flags win
@@ -383,13 +387,18 @@ def ep_probe(encoder:str='mae_fmnist', # short name (mae_fmnist, efficientnet_li
              checkpoint:str=None, # timm names: load weights from this local .safetensors/.pth file
              img_size:int=None, # input size for timm models (e.g. 224: DINOv2 defaults to 518 px, 1,369 tokens)
              fp32:bool=False, # extract tokens and train the heads in fp32 even where the hardware has native bf16 (bf16 autocast is the default there)
-             data_path:str=None, # fashion_mnist: directory with its IDX files (searched before the Debian package and the cache)
+             data_path:str=None, # the folder holding a --list_data dataset in its usual layout; fashion_mnist: its IDX files (searched before the Debian package and the cache)
+             list_data:bool=False, # print the datasets known by name (classes, splits, layout) and exit
+             list_encoders:bool=False, # print the backbones known by the paper's names (timm name, size, LP rule, weights) and exit
              device:str=None, # cpu or cuda (default: CUDA when present)
              workers:int=0, # DataLoader worker processes
              debug:bool=False, # show the traceback of errors
             ):
     "Probe a frozen encoder with several probes at once and print their test accuracy, size and training time"
     with user_errors('ep_probe', debug):
+        if list_data or list_encoders:
+            with pd.option_context('display.width', 250, 'display.max_colwidth', 120, 'display.max_rows', 500):
+                print((data_table() if list_data else backbone_table()).to_string(index=False)); return
         if device not in (None, 'cpu', 'cuda') and not str(device).startswith('cuda:'): raise ValueError(f"--device {device!r}: use cpu or cuda")
         if str(device).startswith('cuda') and not torch.cuda.is_available(): raise ValueError("--device cuda: no CUDA device is visible here; use --device cpu")
         o = apply_recipe(recipe, epochs=epochs, opt=opt, blrs=blrs, accum_bs=accum_bs, stream=stream or None)
