@@ -26,6 +26,7 @@ import fastai.distributed                                    # adds Learner.dist
 from fastai.torch_core import rank_distrib, num_distrib, to_float
 from safetensors.torch import save_file, load_file
 from .core import atomic_write, interactive, Interrupted, native_bf16, out_lock
+from .stats import pack_correct
 from .probes import create_probe, Probe, n_params
 from .train import Lars, warmup_cosine, ProbeSpec, parse_specs, expand_grid, ProbeSet, probes_loss, ProbeTopK
 
@@ -527,14 +528,18 @@ def _run(learn, cbs, epochs, start, t_before, out, work, amp, progress, test_dl=
     fit_learner(learn, epochs, cbs, start, amp, progress)
     bh = next(c for c in cbs if isinstance(c, BestHeads))
     heads = _results(learn, bh, t_before + time.perf_counter() - t0, epochs)
-    if test_dl is not None:
-        for k, v in evaluate_probes(learn.model, test_dl, amp=learn.amp).items(): heads.loc[learn.specs[k].label, ['test_top1', 'test_top5']] = v['top1'], v['top5']
+    if test_dl is not None:                                  # each head's test top-1/5, and which test images it gets right
+        for k, v in evaluate_probes(learn.model, test_dl, amp=learn.amp, per_image=True).items():
+            l = learn.specs[k].label
+            heads.loc[l, ['test_top1', 'test_top5', 'n_test']] = v['top1'], v['top5'], len(v['correct'])
+            heads.loc[l, 'test_correct'] = pack_correct(v['correct'])     # paired comparisons later: `ep_compare`
+        heads['n_test'] = heads.n_test.astype(int)
     learn.heads, learn.results, learn.grid = heads, select_heads(heads, warn=rank_distrib() == 0), _grid_curves(learn, bh)
     gridded = len(learn.results) < len(heads)
     if finish is not None and work is not None and rank_distrib() == 0: finish(learn, work)
     if out is not None and rank_distrib() == 0:
         _keep_chosen(work, learn)
-        atomic_write(work/'results.csv', lambda t: learn.results.to_csv(t))
+        atomic_write(work/'results.csv', lambda t: learn.results.drop(columns='test_correct', errors='ignore').to_csv(t))   # JSON keeps it
         atomic_write(work/'results.json', lambda t: learn.results.reset_index().to_json(t, orient='records', indent=1))
         if gridded: atomic_write(work/'grid.csv', lambda t: learn.grid.to_csv(t, index=False))
         _publish(work, out)

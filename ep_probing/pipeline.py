@@ -6,10 +6,10 @@
 __all__ = ['data_names', 'linear_probes', 'default_blrs', 'recipes', 'CachedTokens', 'cached_dl', 'load_data', 'parse_layers',
            'subset_indices', 'probe_specs', 'blr_grid', 'grid_specs', 'check_probes', 'cache_dls', 'stream_dls',
            'figure_head', 'Prepared', 'check_run_options', 'run_probing', 'apply_recipe', 'cache_global_features',
-           'knn_best', 'knn_eval', 'results_table', 'ep_probe']
+           'knn_best', 'knn_eval', 'vs_best', 'results_table', 'ep_probe']
 
 # %% ../nbs/11_pipeline.ipynb #d99eebed
-import contextlib, inspect, json, time, warnings
+import contextlib, hashlib, inspect, json, time, warnings
 from dataclasses import replace
 from functools import partial, cached_property
 from pathlib import Path
@@ -28,6 +28,7 @@ from .core import Interrupted, user_errors, native_bf16, out_lock, check_lr, run
 from .knn import knn_sweep, global_features
 from .datasets import dataset_registry, load_named, data_table
 from .backbones import backbone_table
+from .stats import unpack_correct, paired_bootstrap
 
 # %% ../nbs/11_pipeline.ipynb #296cdca2
 class CachedTokens:
@@ -185,7 +186,9 @@ def _attention_png(learn, folder, p, n:int=6):
 def _run_record(learn, folder, p, options:dict):
     "Write the run's `attention.png`, and `meta.json`: encoder, weights, data, split sizes and `options` (what `ep_leaderboard` reads)"
     _attention_png(learn, folder, p)
-    rec = dict(p.meta, n_train=len(p.tr_idx), n_valid=len(p.va_idx), n_test=len(p.test_dl.dataset), **options)
+    ids = [int(i) for i in p.test_ds.indices] if isinstance(p.test_ds, Subset) else 'all'
+    test_id = hashlib.sha256(json.dumps([p.name, ids]).encode()).hexdigest()[:16]   # runs compare image by image when equal
+    rec = dict(p.meta, n_train=len(p.tr_idx), n_valid=len(p.va_idx), n_test=len(p.test_dl.dataset), test_id=test_id, **options)
     atomic_write(Path(folder)/'meta.json', lambda t: Path(t).write_text(json.dumps(rec, indent=1, default=str)))
 
 # %% ../nbs/11_pipeline.ipynb #fe8d8c83
@@ -346,6 +349,19 @@ def knn_eval(c_tr, c_te, tr_idx, layer:int, kinds=('cls', 'gap'), **kwargs)->dic
                              cache_global_features(c_te, np.arange(len(c_te)), layer, kind), y_te, **kwargs)
     return res
 
+# %% ../nbs/11_pipeline.ipynb #f8e77fce
+def vs_best(results:pd.DataFrame, # a run's results, with `test_correct` and `n_test` (`fit_probes` with a test set)
+            n_boot:int=10_000)->pd.Series: # per probe: its test top-1 minus the best probe's, in points, [95% interval]
+    "Each probe against the run's best on test: the paired bootstrap interval of the difference (None without per-image results)"
+    if 'test_correct' not in results or len(results) < 2: return None
+    c = {p: unpack_correct(s, n) for p, s, n in zip(results.index, results.test_correct, results.n_test)}
+    best = results.test_top1.idxmax()
+    def cell(p):
+        if p == best: return 'best'
+        d = paired_bootstrap(c[p], c[best], n_boot=n_boot)
+        return f"{d['diff']:+.2f} [{d['lo']:+.2f}, {d['hi']:+.2f}]"
+    return pd.Series({p: cell(p) for p in results.index})
+
 # %% ../nbs/11_pipeline.ipynb #1971a80a
 def results_table(learn)->str:
     "The run's results as a text table: test top-1 at the best validation epoch and grid point, the chosen learning rate, params, time"
@@ -353,9 +369,11 @@ def results_table(learn)->str:
     if 'blr' in r: r['blr'] = [f"{b:g}{' (edge)' if e else ''}" for b, e in zip(r.blr, r.get('at_edge', [False] * len(r)))]
     cols = {'layer': 'layer', 'test_top1': 'test top-1', 'top1': 'val top-1', 'best_epoch': 'best epoch', 'blr': 'blr', 'params': 'params',
             'train_s': 'train s', 's_per_epoch': 's/epoch'}
+    vs = vs_best(learn.results)
     r = r[[c for c in cols if c in r]].rename(columns=cols)
     for c in ('test top-1', 'val top-1'):
         if c in r: r[c] = (100 * r[c]).map('{:.2f}'.format)
+    if vs is not None: r.insert(r.columns.get_loc('test top-1') + 1, 'vs best [95% CI]', vs)
     for c in ('train s', 's/epoch'): r[c] = r[c].map('{:.1f}'.format)
     r['params'] = r['params'].map('{:,}'.format)
     return r.to_string()

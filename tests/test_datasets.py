@@ -2,8 +2,7 @@
 import importlib.util, pickle, sys, warnings, numpy as np, pytest
 from pathlib import Path
 from PIL import Image
-import ep_probing.datasets as eds
-from ep_probing.datasets import load_named, load_split, dataset_registry, data_table, HFSpec
+from ep_probing.datasets import load_named, load_split, dataset_registry, data_table
 from ep_probing.data import targets_of, low_shot
 sys.path.insert(0, str(Path(__file__).parent))
 from tiny_datasets import make_tiny, make_tiny_hf, tiny_sizes, tiny_names

@@ -39,3 +39,19 @@ def test_ep_leaderboard_not_a_run(tmp_path):
     r = subprocess.run(['ep_leaderboard', tmp_path, '--out', tmp_path/'lb'], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and r.stderr.startswith('ep_leaderboard: error: ') and 'no results.json' in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path/'lb.md').exists()
+
+
+def test_ep_compare_runs_on_the_same_images(runs):
+    "Two real runs on the same test subset (seed 0): each shared probe compared image by image; one run: each probe vs its best"
+    r = subprocess.run(['ep_compare', runs/'mae0', runs/'vit'], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert [l.split(':')[0] for l in lines] == ['lp in mae0 vs lp in vit', 'ep_num_queries=4 in mae0 vs ep_num_queries=4 in vit'], lines
+    res = {n: pd.read_json(runs/n/'results.json').set_index('probe') for n in ('mae0', 'vit')}
+    diff = 100 * (res['mae0'].loc['lp', 'test_top1'] - res['vit'].loc['lp', 'test_top1'])
+    assert lines[0].split(': ')[1].startswith(f"{diff:+.2f} points ["), (lines[0], diff)    # the difference of the two accuracies
+    assert 'McNemar p = ' in lines[0]
+    one = subprocess.run(['ep_compare', runs/'mae0'], capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0 and len(one.stdout.strip().splitlines()) == 1 and ' vs ' in one.stdout, one.stdout + one.stderr
+    bad = subprocess.run(['ep_compare', runs/'mae0', runs/'mae1'], capture_output=True, text=True, timeout=300)   # seed 1: other test subset
+    assert bad.returncode == 2 and 'not tested on the same images' in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
