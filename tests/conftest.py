@@ -1,5 +1,4 @@
 "pytest options for ep_probing's tests: tests marked `cuda` need a CUDA GPU and run only with `pytest --cuda`."
-import pytest
 
 def pytest_addoption(parser):
     parser.addoption('--cuda', action='store_true', default=False,

@@ -1,6 +1,6 @@
 """Train probes on synthetic tokens, alone or under `torchrun --nproc_per_node=N` (driven by test_fit.py).
 Usage: python tests/ddp_fit.py OUT [--epochs E] [--resume] [--die-after-epoch K]"""
-import sys, os, torch, argparse
+import os, torch, argparse
 from pathlib import Path
 from fastai.data.core import DataLoaders
 from fastai.callback.core import Callback

@@ -5,7 +5,7 @@
   python tests/gpu_check.py notebooks NB [NB ...]       # each notebook has a `#| cuda` cell
   python tests/gpu_check.py summary --out DIR           # DIR/summary.json and DIR/summary.md from what the steps left
   python tests/gpu_check.py selftest --steps A,B,...    # the record and summary writers on fake records in a temp dir"""
-import argparse, json, os, re, shlex, shutil, subprocess, sys, tempfile, time
+import argparse, json, os, re, shlex, shutil, subprocess, sys, tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -147,13 +147,14 @@ def summary(out:Path)->dict:
     by = {s['name']: s for s in steps}
     s = dict(device=dev.get('device_name'), torch=dev.get('torch'), cuda=dev.get('cuda'), git_commit=dev.get('git_commit'), date=dev.get('date'),
              failed=[x['name'] for x in steps if x['rc'] != 0], steps={x['name']: dict(rc=x['rc'], seconds=x['seconds']) for x in steps})
-    for run in ('ep_probe', 'ep_probe_stream'):
+    for run in ('ep_probe', 'ep_probe_stream', 'recipe_paper'):
         rows = _csv_rows(out/run/'results.csv')
         if rows: s[run] = dict(test_top1={r['probe']: _num(r.get('test_top1')) for r in rows}, train_s=_num(rows[0].get('train_s')),
                                step_seconds=by.get(run, {}).get('seconds'))
-    st = s.get('ep_probe_stream')
-    if st and st['train_s']:                          # images seen in training: the train subset less the validation split
-        cmd = by.get('ep_probe_stream', {}).get('command', '')
+    for run in ('ep_probe_stream', 'recipe_paper'):   # streamed runs: images through the encoder per second
+        st = s.get(run)
+        if not (st and st['train_s']): continue        # images seen in training: the train subset less the validation split
+        cmd = by.get(run, {}).get('command', '')
         n = round(_num(_flag(cmd, '--train_size', 10000)) * (1 - _num(_flag(cmd, '--valid_pct', 0.1))))
         st.update(train_images=n, images_per_s=round(n / st['train_s'], 1),
                   note='train_s covers one epoch of training and its validation pass, so images/s is a lower bound')
@@ -171,7 +172,9 @@ def summary(out:Path)->dict:
     md = [f"# GPU check: {s['device']}", '', f"torch {s['torch']}, CUDA {s['cuda']}, commit {str(s['git_commit'])[:10]}, {s['date']}", '',
           '| step | rc | seconds |', '| --- | --- | --- |'] + [f"| {k} | {v['rc']} | {v['seconds']} |" for k, v in s['steps'].items()]
     if 'ep_probe' in s: md += ['', '| probe | test top-1 (%) |', '| --- | --- |'] + [f'| {k} | {100 * v:.2f} |' for k, v in s['ep_probe']['test_top1'].items() if v is not None]
-    if st and 'images_per_s' in st: md += ['', f"Streaming: {st['images_per_s']} train images/s ({st['train_images']} images, {st['train_s']:.1f} s)."]
+    for run, what in (('ep_probe_stream', 'Streaming'), ('recipe_paper', 'One epoch of --recipe paper')):
+        st = s.get(run) or {}
+        if 'images_per_s' in st: md += ['', f"{what}: {st['images_per_s']} train images/s ({st['train_images']} images, {st['train_s']:.1f} s)."]
     if 'pretrain' in s: md += ['', f"ep_pretrain: {s['pretrain']['gpu_s_per_epoch_full']} s per full epoch on the GPU vs {s['pretrain']['cpu_s_per_epoch_median']} s on the CPU ({s['pretrain']['speedup']}x)."]
     md += ['', f"Failed steps: {', '.join(s['failed']) or 'none'}."]
     (out/'summary.md').write_text('\n'.join(md) + '\n')

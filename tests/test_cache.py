@@ -1,5 +1,5 @@
 "Feature cache: key reuse and change, kill-and-resume, disk-space error, fp16 contents against the encoder, damage of any kind (named, then healed), checked once per process, non-finite tokens, logs"
-import hashlib, json, os, re, shutil, signal, subprocess, sys, time, warnings, importlib.metadata as md
+import hashlib, os, re, shutil, signal, subprocess, sys, time, warnings, importlib.metadata as md
 from pathlib import Path
 import numpy as np, pytest, torch, timm
 from PIL import Image

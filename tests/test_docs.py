@@ -1,5 +1,5 @@
 "The docs check (.ci/docs_check.py) on tiny fake pages: it finds broken images, error outputs, missing figures and tables."
-import base64, importlib.util, io, json, sys
+import base64, importlib.util, io, json
 from pathlib import Path
 import pytest
 

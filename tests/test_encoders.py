@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest, torch, torch.nn as nn, timm
 from PIL import Image
 from safetensors.torch import save_file
-from ep_probing.encoders import create_encoder, FrozenEncoder, efficientnet_lite0_imagenet, load_in_order, load_weights
+from ep_probing.encoders import create_encoder, FrozenEncoder, load_in_order, load_weights
 from ep_probing.probes import create_probe
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 "Training end to end in subprocesses, with a learning-rate grid for EP: a run killed mid-way resumes to the same result; torchrun with 2 CPU processes matches one process."
 import json, os, shutil, subprocess, sys
 from pathlib import Path
-import pandas as pd, pytest, torch
+import pandas as pd, torch
 
 here = Path(__file__).parent
 def run(args, **kw):

@@ -1,6 +1,5 @@
 "Tests of `ep_probing.mae`: the console script end to end, resuming, and the shipped encoder asset"
 import json, subprocess, sys, torch, timm
-from pathlib import Path
 from ep_probing.data import FashionMNIST, sha256
 from ep_probing.mae import (MaskedAutoencoder, mae_train, ep_pretrain, load_encoder, mae_fmnist_stem)
 

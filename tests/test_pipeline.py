@@ -1,6 +1,4 @@
 "run_probing end to end: streaming with augmentation, and clear errors for bad options."
-import tempfile
-from pathlib import Path
 import pytest, timm, torch
 from ep_probing.pipeline import run_probing
 

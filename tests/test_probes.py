@@ -1,8 +1,8 @@
 "Tests of the installed package: public API, probe errors, and `ep_bench` end to end as a console script."
-import subprocess, sys, shutil
+import subprocess, shutil
 import pandas as pd, pytest, torch
 import ep_probing
-from ep_probing import MultiHeadCrossAttentionPool, EfficientProbing, create_probe, list_probes
+from ep_probing import MultiHeadCrossAttentionPool, EfficientProbing, create_probe
 
 def test_public_api():
     assert {'MultiHeadCrossAttentionPool', 'EfficientProbing', 'create_probe'} <= set(dir(ep_probing))
