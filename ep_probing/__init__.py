@@ -7,12 +7,14 @@ warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated',
 # The public API is small on purpose: the two attention pools of the derivation's ends, and the
 # probe factory. Everything else is one `from ep_probing.<module> import ...` away. They load on first
 # use, so that a command can check its flags before torch, timm and fastai are imported.
-_public = dict(MultiHeadCrossAttentionPool='mhca', EfficientProbing='ep', create_probe='probes', list_probes='probes', Probe='probes')
+_public = dict(MultiHeadCrossAttentionPool='mhca', EfficientProbing='ep',
+               create_probe='probes', list_probes='probes', Probe='probes')
 
 def __getattr__(name):
     if name not in _public: raise AttributeError(f"module 'ep_probing' has no attribute {name!r}")
     import importlib
-    importlib.import_module('.zoo', __name__)   # registers the baseline probes of the paper's benchmark with `create_probe`
+    # registers the baseline probes of the paper's benchmark with `create_probe`
+    importlib.import_module('.zoo', __name__)
     return getattr(importlib.import_module(f'.{_public[name]}', __name__), name)
 
 def __dir__(): return sorted([*globals(), *_public])

@@ -7,7 +7,7 @@ __all__ = ['bench_cases', 'PeakMemory', 'count_macs', 'resolve_cases', 'bench_ti
            'bench_probes', 'bench_ratios', 'ep_bench', 'plot_bench']
 
 # %% ../nbs/04b_bench.ipynb #d4d686e7
-import re, time, sys, inspect, platform, ctypes
+import re, time, inspect, platform, ctypes
 from pathlib import Path
 import torch, torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
@@ -22,8 +22,8 @@ def _can_track_rss():
     "Return freed memory to the OS and reset the peak RSS; on glibc, every later block >= 64 KB gets its own mapping"
     try:
         libc = ctypes.CDLL('libc.so.6')
-        libc.mallopt(-3, 64 * 1024)                               # M_MMAP_THRESHOLD: fixed, so freed tensors leave the RSS
-        libc.malloc_trim(0)                                       # free pages kept by earlier steps go back to the OS
+        libc.mallopt(-3, 64 * 1024)             # M_MMAP_THRESHOLD: fixed, so freed tensors leave the RSS
+        libc.malloc_trim(0)                     # free pages kept by earlier steps go back to the OS
     except Exception: pass
     try: Path('/proc/self/clear_refs').write_text('5'); _status_kb('VmHWM')
     except Exception: return False
@@ -33,7 +33,8 @@ class PeakMemory:
     "Context manager: `.mb` is the peak memory (MB) allocated inside the block above the level at entry"
     def __init__(self, device:str='cpu'): self.cuda, self.mb = torch.device(device).type == 'cuda', None
     def __enter__(self):
-        if self.cuda: torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats(); self.base = torch.cuda.memory_allocated()
+        if self.cuda:
+            torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats(); self.base = torch.cuda.memory_allocated()
         elif _can_track_rss(): self.base = _status_kb('VmRSS') * 1024
         else: self.base = None
         return self
@@ -55,7 +56,8 @@ def count_macs(f, # a function of no arguments to run once
     return fc.get_total_flops() // 2
 
 # %% ../nbs/04b_bench.ipynb #763dae47
-bench_cases = {'ep': ('ep', {}), 'ep_value_first': ('ep', dict(pool_first=False)), 'mhca': ('mhca', {}), 'mhca_pool_first': ('mhca', dict(pool_first=True))}
+bench_cases = {'ep': ('ep', {}), 'ep_value_first': ('ep', dict(pool_first=False)),
+               'mhca': ('mhca', {}), 'mhca_pool_first': ('mhca', dict(pool_first=True))}
 
 def resolve_cases(probes:str='ep,ep_value_first,mhca,mhca_pool_first' # comma-separated case or probe names, or 'all'
                  )->dict:
@@ -67,16 +69,19 @@ def resolve_cases(probes:str='ep,ep_value_first,mhca,mhca_pool_first' # comma-se
     for n in names:
         if n in bench_cases: res[n] = bench_cases[n]
         elif n in probe_registry: res[n] = (n, {})
-        else: raise ValueError(f"unknown probe {n!r}; valid: {', '.join(list(bench_cases) + [p for p in probe_registry if p not in bench_cases])}, or 'all'")
+        else:
+            valid = list(bench_cases) + [p for p in probe_registry if p not in bench_cases]
+            raise ValueError(f"unknown probe {n!r}; valid: {', '.join(valid)}, or 'all'")
     return res
 
 # %% ../nbs/04b_bench.ipynb #8332e668
 def _make(name, kw, dim, num_classes, num_tokens):
-    if 'num_tokens' in inspect.signature(probe_registry[name]['factory']).parameters: kw = dict(kw, num_tokens=num_tokens)
+    if 'num_tokens' in inspect.signature(probe_registry[name]['factory']).parameters:
+        kw = dict(kw, num_tokens=num_tokens)
     return create_probe(name, dim, num_classes, **kw)
 
 def _step(probe, x, prefix, y):
-    out = probe(x, prefix)                                        # logits, or a tuple of logits (heads computed together)
+    out = probe(x, prefix)                          # logits, or a tuple of logits (heads computed together)
     sum(F.cross_entropy(o.float(), y) for o in (out if isinstance(out, tuple) else (out,))).backward()
     probe.zero_grad(set_to_none=False)
 
@@ -86,7 +91,7 @@ def _sync(device):
 # %% ../nbs/04b_bench.ipynb #e5b086d4
 def bench_time(probes:dict, # `{label: probe}`
                x, prefix, y, steps:int=10, warmup:int=3, amp:bool=False)->dict:
-    "Median milliseconds of a forward+backward step of each probe, timed round-robin so load on the machine hits all alike"
+    "Median milliseconds of a forward+backward step of each probe, timed round-robin so machine load hits all alike"
     dev, ts = x.device.type, {k: [] for k in probes}
     for i in range(warmup + steps):
         for k, p in probes.items():
@@ -111,7 +116,8 @@ def bench_batch(batch_size:int, num_tokens:int, dim:int, num_classes:int,
                 device='cpu', seed:int=0)->tuple:
     "A seeded random batch: tokens `(B, N, C)`, prefix tokens `(B, P, C)` and labels `(B,)`"
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(batch_size, num_tokens, dim, generator=g).to(device), torch.randn(batch_size, num_prefix, dim, generator=g).to(device),
+    return (torch.randn(batch_size, num_tokens, dim, generator=g).to(device),
+            torch.randn(batch_size, num_prefix, dim, generator=g).to(device),
             torch.randint(0, num_classes, (batch_size,), generator=g).to(device))
 
 def bench_table(cases:dict, # `{label: probe}`, on the batch's device
@@ -119,12 +125,14 @@ def bench_table(cases:dict, # `{label: probe}`, on the batch's device
                 steps:int=10, warmup:int=3, amp:bool=False,
                 memory:bool=True, # also measure the peak MB of a step
                ):
-    "A `DataFrame` of params, MACs/img, ms per forward+backward step (and peak MB) of each probe in `cases`, one row per probe"
+    "A `DataFrame`, one row per probe in `cases`: params, MACs/img, ms per forward+backward step (and peak MB)"
     import pandas as pd
     rows = []
     for k, p in cases.items():
-        macs = count_macs(lambda: p.eval()(x[:1], prefix[:1]), p)     # one image, eval mode (grad mode on: the flop counter's module tracker needs it)
-        rows.append(dict(probe=k, params=n_params(p.train()), pool_params=n_params(p.pool), fwd_mmacs_per_img=macs / 1e6))
+        # one image, eval mode (grad mode on: the flop counter's module tracker needs it)
+        macs = count_macs(lambda: p.eval()(x[:1], prefix[:1]), p)
+        rows.append(dict(probe=k, params=n_params(p.train()), pool_params=n_params(p.pool),
+                         fwd_mmacs_per_img=macs / 1e6))
     ms = bench_time(cases, x, prefix, y, steps, warmup, amp)
     for r in rows:
         r['ms'] = ms[r['probe']]
@@ -143,7 +151,8 @@ def bench_probes(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # case nam
     torch.manual_seed(seed)
     cases = {k: _make(n, kw, dim, num_classes, num_tokens).to(device) for k, (n, kw) in resolve_cases(probes).items()}
     df = bench_table(cases, x, prefix, y, steps, warmup, amp)
-    df.attrs.update(device=device, batch_size=batch_size, num_tokens=num_tokens, dim=dim, num_classes=num_classes, amp=amp)
+    df.attrs.update(device=device, batch_size=batch_size, num_tokens=num_tokens, dim=dim, num_classes=num_classes,
+                    amp=amp)
     return df
 
 # %% ../nbs/04b_bench.ipynb #b00be24a
@@ -152,13 +161,15 @@ def bench_ratios(df, ref:str='ep')->list:
     if ref not in df.index: raise ValueError(f"reference {ref!r} is not among the benchmarked probes {list(df.index)}")
     r, out = df.loc[ref], []
     for name, row in df.drop(index=ref).iterrows():
-        mem = f", {row.peak_mb / r.peak_mb:.1f}x its peak memory" if r.peak_mb and r.peak_mb > 0 and row.peak_mb == row.peak_mb else ''
-        out.append(f"{name}: {row.ms / r.ms:.1f}x {ref}'s time{mem}, {row.fwd_mmacs_per_img / r.fwd_mmacs_per_img:.1f}x its MACs")
+        mem = (f", {row.peak_mb / r.peak_mb:.1f}x its peak memory"
+               if r.peak_mb and r.peak_mb > 0 and row.peak_mb == row.peak_mb else '')
+        out.append(f"{name}: {row.ms / r.ms:.1f}x {ref}'s time{mem}, "
+                   f"{row.fwd_mmacs_per_img / r.fwd_mmacs_per_img:.1f}x its MACs")
     return out
 
 # %% ../nbs/04b_bench.ipynb #e7ac9984
 @call_parse
-def ep_bench(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # comma-separated probes (ep_value_first: EP in the paper's order; mhca_pool_first: MHCA pool-first) or 'all'
+def ep_bench(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # comma-separated or 'all'; ep_value_first: paper's EP
              batch_size:int=64, # B
              num_tokens:int=196, # N (ViT-B/16 at 224 px)
              dim:int=768, # C
@@ -174,15 +185,19 @@ def ep_bench(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # comma-separa
     "Benchmark probes side by side: params, MACs, forward+backward time and peak memory, with ratios"
     with user_errors('ep_bench', debug):
         for flag, v, lo in [('batch_size', batch_size, 1), ('num_tokens', num_tokens, 1), ('dim', dim, 1),
-                            ('num_classes', num_classes, 1), ('steps', steps, 1), ('warmup', warmup, 0)]: check_count(v, flag, lo)
+                            ('num_classes', num_classes, 1), ('steps', steps, 1), ('warmup', warmup, 0)]:
+            check_count(v, flag, lo)
         cases = list(resolve_cases(probes))                      # unknown names fail here, before any tensor is made
         ref = ref or ('ep' if 'ep' in cases else cases[0])
-        if ref not in cases: raise ValueError(f"--ref {ref}: not among the benchmarked probes ({', '.join(cases)}); pass one of them")
+        if ref not in cases:
+            raise ValueError(f"--ref {ref}: not among the benchmarked probes ({', '.join(cases)}); pass one of them")
         df = bench_probes(probes, batch_size, num_tokens, dim, num_classes, steps, warmup, device, amp)
         import pandas as pd
-        with pd.option_context('display.width', 200, 'display.max_columns', 20, 'display.float_format', '{:,.2f}'.format):
+        with pd.option_context('display.width', 200, 'display.max_columns', 20,
+                               'display.float_format', '{:,.2f}'.format):
             print(f"ep_bench: B={batch_size} N={num_tokens} C={dim} K={num_classes} on {df.attrs['device']}"
-                  f" ({torch.get_num_threads()} threads, torch {torch.__version__}, {platform.processor() or platform.machine()}){' bf16' if amp else ''}")
+                  f" ({torch.get_num_threads()} threads, torch {torch.__version__}, "
+                  f"{platform.processor() or platform.machine()}){' bf16' if amp else ''}")
             print(df)
         for l in bench_ratios(df, ref): print(l)
         if csv: atomic_write(csv, lambda t: df.to_csv(t)); print(f"wrote {csv}")
@@ -196,7 +211,9 @@ def plot_bench(df, # a `bench_probes` result (or its CSV read back)
     for name, r in df.iterrows():
         hi = name == highlight
         ax.scatter(r.params / 1e6, r.ms, s=60 if hi else 25, c='C3' if hi else 'C0', zorder=3)
-        ax.annotate(name, (r.params / 1e6, r.ms), fontsize=8, xytext=(3, 3), textcoords='offset points', fontweight='bold' if hi else None)
-    ax.set(xscale='log', yscale='log', xlabel='trainable parameters (M, with classifier)', ylabel='forward + backward (ms / batch)')
+        ax.annotate(name, (r.params / 1e6, r.ms), fontsize=8, xytext=(3, 3), textcoords='offset points',
+                    fontweight='bold' if hi else None)
+    ax.set(xscale='log', yscale='log', xlabel='trainable parameters (M, with classifier)',
+           ylabel='forward + backward (ms / batch)')
     ax.grid(True, which='both', alpha=.3)
     return ax

@@ -9,7 +9,7 @@ __all__ = ['EpochTimer', 'RandomImages', 'timed_fit', 'bench_joint', 'bench_cach
 # %% ../nbs/11a_bench_train.ipynb #4397f690
 import time, tempfile, warnings, copy
 from pathlib import Path
-import numpy as np, torch, timm, torch.nn as nn
+import numpy as np, torch, torch.nn as nn
 from fastcore.script import call_parse
 from fastai.callback.core import Callback
 from fastai.data.core import DataLoaders
@@ -35,60 +35,71 @@ class RandomImages(torch.utils.data.Dataset):
     "`n` random normalised images `(C, H, W)` with labels, generated from a seed (no disk)"
     def __init__(self, n:int, size:int=224, chans:int=3, num_classes:int=10, seed:int=0):
         g = torch.Generator().manual_seed(seed)
-        self.x, self.y = torch.randn(n, chans, size, size, generator=g), torch.randint(0, num_classes, (n,), generator=g)
+        self.x = torch.randn(n, chans, size, size, generator=g)
+        self.y = torch.randint(0, num_classes, (n,), generator=g)
     def __len__(self): return len(self.y)
     def __getitem__(self, i): return self.x[i], int(self.y[i])
 
 # %% ../nbs/11a_bench_train.ipynb #aa7a2f4a
 def timed_fit(dls, specs, dim:int, epochs:int=2, **kwargs)->list:
     "Seconds per epoch of `fit_probes` (AdamW, no output folder)"
-    learn = fit_probes(dls, specs, 10, dim, epochs=epochs, progress=False, cbs=[EpochTimer()], **{'opt': 'adamw', **kwargs})
+    learn = fit_probes(dls, specs, 10, dim, epochs=epochs, progress=False, cbs=[EpochTimer()],
+                       **{'opt': 'adamw', **kwargs})
     return learn.epoch_times
 
 # %% ../nbs/11a_bench_train.ipynb #55fb7a4f
 def bench_joint(enc, ds, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=32, epochs:int=1)->dict:
     "Seconds for the `specs` trained together vs one streaming run per probe, on images `ds` through `enc`"
-    n = len(ds); dls = DataLoaders.from_dsets(torch.utils.data.Subset(ds, range(n // 2)), torch.utils.data.Subset(ds, range(n // 2, n)), bs=bs, shuffle=True)
+    n = len(ds)
+    dls = DataLoaders.from_dsets(torch.utils.data.Subset(ds, range(n // 2)),
+                                 torch.utils.data.Subset(ds, range(n // 2, n)), bs=bs, shuffle=True)
     kw = dict(encoder=enc)
     joint = sum(timed_fit(dls, list(specs), enc.embed_dim, epochs, **kw))
     alone = {s: sum(timed_fit(dls, [s], enc.embed_dim, epochs, **kw)) for s in specs}
-    return dict(joint_s=joint, separate_s=sum(alone.values()), per_probe_s=alone, ratio=sum(alone.values()) / joint, K=len(specs))
+    return dict(joint_s=joint, separate_s=sum(alone.values()), per_probe_s=alone, ratio=sum(alone.values()) / joint,
+                K=len(specs))
 
 # %% ../nbs/11a_bench_train.ipynb #e273c1f7
 def bench_cache(enc, ds, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=32, epochs:int=3, cache_dir=None)->dict:
     "Seconds per epoch on cached tokens vs streaming images through `enc`; extraction time separately"
     n = len(ds); half = [torch.utils.data.Subset(ds, range(n // 2)), torch.utils.data.Subset(ds, range(n // 2, n))]
-    stream = timed_fit(DataLoaders.from_dsets(*half, bs=bs, shuffle=True), list(specs), enc.embed_dim, epochs, encoder=enc)
+    stream = timed_fit(DataLoaders.from_dsets(*half, bs=bs, shuffle=True), list(specs), enc.embed_dim, epochs,
+                       encoder=enc)
     root = Path(cache_dir or tempfile.mkdtemp())
     t = time.perf_counter()
-    caches = [FeatureCache(extract_features(enc, h, root, name=f'bench{i}', progress=False).path, list(enc.layers), dtype=torch.float16) for i, h in enumerate(half)]
+    caches = [FeatureCache(extract_features(enc, h, root, name=f'bench{i}', progress=False).path, list(enc.layers),
+                           dtype=torch.float16) for i, h in enumerate(half)]
     extract_s = time.perf_counter() - t
     dls = DataLoaders(cached_dl(CachedTokens(caches[0]), bs, shuffle=True), cached_dl(CachedTokens(caches[1]), bs))
     cached = timed_fit(dls, list(specs), enc.embed_dim, epochs, layer_order=list(enc.layers), depth=enc.depth)
     later = lambda ts: float(np.median(ts[1:])) if len(ts) > 1 else ts[0]
-    return dict(stream_epoch_s=later(stream), cached_epoch_s=later(cached), extract_s=extract_s, ratio=later(stream) / later(cached),
-                stream_epochs=stream, cached_epochs=cached)
+    return dict(stream_epoch_s=later(stream), cached_epoch_s=later(cached), extract_s=extract_s,
+                ratio=later(stream) / later(cached), stream_epochs=stream, cached_epochs=cached)
 
 # %% ../nbs/11a_bench_train.ipynb #2d504f73
-def bench_grid(N:int=49, P:int=1, C:int=192, n:int=9000, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=256, epochs:int=2, opt:str='adamw')->dict:
-    "Seconds per epoch on `n` cached fp16 tokens `(N, P, C)`: the default grid of `specs` against one learning rate each, and the grid in fp32"
+def bench_grid(N:int=49, P:int=1, C:int=192, n:int=9000, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=256, epochs:int=2,
+               opt:str='adamw')->dict:
+    "Seconds an epoch on `n` cached fp16 tokens `(N, P, C)`: the default grid of `specs` vs one rate each, and in fp32"
     g = torch.Generator().manual_seed(0)
     y = torch.randint(0, 10, (n,), generator=g)
-    ds = [(p, q, int(t)) for p, q, t in zip(torch.randn(n, 1, N, C, generator=g).half(), torch.randn(n, 1, P, C, generator=g).half(), y)]
+    ds = [(p, q, int(t)) for p, q, t in zip(torch.randn(n, 1, N, C, generator=g).half(),
+                                            torch.randn(n, 1, P, C, generator=g).half(), y)]
     dls = DataLoaders.from_dsets(ds, ds[:n // 10], bs=bs, shuffle=True)
     one = parse_specs(list(specs)); grid = grid_specs(one, 'default', opt)
     later = lambda ts: float(np.median(ts[1:])) if len(ts) > 1 else ts[0]
     kw = dict(layer_order=[0], depth=1, opt=opt)
     with warnings.catch_warnings():
-        warnings.simplefilter('ignore')                                   # random labels: where the grid's choices fall means nothing
-        t1, tg = later(timed_fit(dls, one, C, epochs, **kw)), later(timed_fit(dls, grid, C, epochs, **kw))   # the default precision
-        tf = later(timed_fit(dls, grid, C, epochs, amp=None, **kw))                                           # fp32
+        warnings.simplefilter('ignore')  # random labels: where the grid's choices fall means nothing
+        # the default precision
+        t1, tg = later(timed_fit(dls, one, C, epochs, **kw)), later(timed_fit(dls, grid, C, epochs, **kw))
+        tf = later(timed_fit(dls, grid, C, epochs, amp=None, **kw))  # fp32
     amp = resolve_amp('auto', 'cuda' if torch.cuda.is_available() else 'cpu')
-    return dict(single_epoch_s=t1, grid_epoch_s=tg, ratio=tg / t1, heads=len(grid), probes=len(one), amp=amp, grid_fp32_epoch_s=tf, amp_ratio=tf / tg)
+    return dict(single_epoch_s=t1, grid_epoch_s=tg, ratio=tg / t1, heads=len(grid), probes=len(one), amp=amp,
+                grid_fp32_epoch_s=tf, amp_ratio=tf / tg)
 
 @torch.no_grad()
 def bench_extract(enc, x:torch.Tensor, bs:int=256, reps:int=2)->dict:
-    "Seconds of the frozen encoder's forward over images `x`, in fp32 and under bf16 autocast, interleaved; median of `reps`"
+    "Seconds of the frozen encoder's forward over `x` in fp32 and under bf16 autocast, interleaved; median of `reps`"
     ts = {None: [], 'bf16': []}
     for _ in range(reps):
         for amp in ts:
@@ -104,7 +115,8 @@ def _batched_heads(probes:list, z:torch.Tensor # pooled `(B, G, C')`, one slice 
                   )->tuple: # one logits tensor `(B, K)` per head
     "Each head's BatchNorm, then all classifiers in one batched product"
     z = torch.stack([p.norm(z[:, g]) for g, p in enumerate(probes)], 1)                      # (B, G, C')
-    w, b = torch.stack([p.head.weight for p in probes]), torch.stack([p.head.bias for p in probes])   # (G, K, C'), (G, K)
+    w = torch.stack([p.head.weight for p in probes])                                        # (G, K, C')
+    b = torch.stack([p.head.bias for p in probes])                                          # (G, K)
     return (torch.einsum('bgc,gkc->bgk', z, w) + b).unbind(1)
 
 def together(probes:list, # `Probe`s of one kind with the same options (e.g. one probe's grid)
@@ -115,7 +127,8 @@ def together(probes:list, # `Probe`s of one kind with the same options (e.g. one
     how = how or ('vmap' if names else 'pool')
     if how == 'pool':
         if names: raise ValueError(f"how='pool' needs a pool without parameters; {type(p0.pool).__name__} has {names}")
-        def f(x, prefix=None): return _batched_heads(probes, p0.pool(p0.select(x, prefix)).unsqueeze(1).expand(-1, len(probes), -1))
+        def f(x, prefix=None):
+            return _batched_heads(probes, p0.pool(p0.select(x, prefix)).unsqueeze(1).expand(-1, len(probes), -1))
     elif how == 'vmap':
         base = copy.deepcopy(p0.pool).to('meta')
         def f(x, prefix=None):
@@ -132,22 +145,26 @@ class _Heads(nn.Module):
     def __init__(self, probes:list, f): super().__init__(); self.probes, self.f = nn.ModuleList(probes), f
     def forward(self, x, prefix=None): return self.f(x, prefix)
 
-def bench_stack(N:int=49, P:int=1, C:int=192, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=256, steps:int=20, opt:str='adamw')->dict:
-    "Milliseconds of a training step of each probe's default grid, its heads one by one and `together`; the whole grid with each probe the faster way"
-    dev = 'cuda' if torch.cuda.is_available() else 'cpu'; amp = resolve_amp('auto', dev) == 'bf16'    # `bench_time` autocasts to bf16 or not at all
+def bench_stack(N:int=49, P:int=1, C:int=192, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=256, steps:int=20,
+                opt:str='adamw')->dict:
+    "Milliseconds per training step of each probe's default grid: heads one by one, `together`, and each the faster way"
+    dev = 'cuda' if torch.cuda.is_available() else 'cpu'
+    amp = resolve_amp('auto', dev) == 'bf16'                  # `bench_time` autocasts to bf16 or not at all
     x, prefix, y = bench_batch(bs, N, C, 10, num_prefix=P, device=dev)
     rows = {}
     for s in parse_specs(list(specs)):
         probes = [create_probe(t.name, C, 10, **t.kwargs).to(dev) for t in grid_specs([s], 'default', opt)]
         f, how = together(probes)
         with warnings.catch_warnings():
-            warnings.simplefilter('ignore')                                 # vmap's warning where an op has no batching rule (SDPA on CPU)
-            ms = bench_time({'separate': _Heads(probes, lambda x, pre: tuple(p(x, pre) for p in probes)), 'together': _Heads(probes, f)},
-                            x, prefix, y, steps, warmup=2, amp=amp)
-        rows[s.label] = dict(heads=len(probes), how=how, separate_ms=ms['separate'], together_ms=ms['together'], ratio=ms['separate'] / ms['together'])
+            warnings.simplefilter('ignore')          # vmap's warning where an op has no batching rule (SDPA on CPU)
+            ms = bench_time({'separate': _Heads(probes, lambda x, pre: tuple(p(x, pre) for p in probes)),
+                             'together': _Heads(probes, f)}, x, prefix, y, steps, warmup=2, amp=amp)
+        rows[s.label] = dict(heads=len(probes), how=how, separate_ms=ms['separate'], together_ms=ms['together'],
+                             ratio=ms['separate'] / ms['together'])
     sep = sum(r['separate_ms'] for r in rows.values())
-    best = sum(min(r['separate_ms'], r['together_ms']) for r in rows.values())   # each probe together only where that is faster
-    return dict(probes=rows, separate_ms=sep, together_ms=best, ratio=sep / best, amp='bf16' if amp else None, device=dev, bs=bs)
+    best = sum(min(r['separate_ms'], r['together_ms']) for r in rows.values())  # each probe together only where faster
+    return dict(probes=rows, separate_ms=sep, together_ms=best, ratio=sep / best, amp='bf16' if amp else None,
+                device=dev, bs=bs)
 
 # %% ../nbs/11a_bench_train.ipynb #1ddaad3e
 @call_parse
@@ -165,30 +182,43 @@ def ep_bench_train(model:str='vit_small_patch16_224', # timm model name (random 
     with user_errors('ep_bench_train', debug):
         if threads: torch.set_num_threads(threads)
         torch.manual_seed(0)
-        enc = create_encoder(timm_model(model, pretrained=False, num_classes=0, img_size=img_size))   # speed only: random weights
+        # speed only: random weights
+        enc = create_encoder(timm_model(model, pretrained=False, num_classes=0, img_size=img_size))
         ds, specs = RandomImages(n, img_size, enc.in_chans), [s for s in probes.split(',') if s]
-        print(f"ep_bench_train: {model} ({enc.depth} blocks, C={enc.embed_dim}) at {img_size} px, {n} random images, bs {bs}, "
-              f"{torch.get_num_threads()} threads, {'cuda' if torch.cuda.is_available() else 'cpu'}")
+        print(f"ep_bench_train: {model} ({enc.depth} blocks, C={enc.embed_dim}) at {img_size} px, {n} random images, "
+              f"bs {bs}, {torch.get_num_threads()} threads, {'cuda' if torch.cuda.is_available() else 'cpu'}")
         if 'joint' in only:
             j = bench_joint(enc, ds, specs, bs)
-            print(f"{j['K']} probes {specs} in one backbone pass: {j['joint_s']:.1f}s; one streaming run each: {j['separate_s']:.1f}s "
-                  f"({', '.join(f'{k} {v:.1f}s' for k, v in j['per_probe_s'].items())}); ratio {j['ratio']:.2f}x (ideal {j['K']}x)")
+            print(f"{j['K']} probes {specs} in one backbone pass: {j['joint_s']:.1f}s; "
+                  f"one streaming run each: {j['separate_s']:.1f}s "
+                  f"({', '.join(f'{k} {v:.1f}s' for k, v in j['per_probe_s'].items())}); "
+                  f"ratio {j['ratio']:.2f}x (ideal {j['K']}x)")
         if 'cache' in only:
             c = bench_cache(enc, ds, specs, bs, epochs)
-            print(f"epochs after the first: streaming {c['stream_epoch_s']:.2f}s, cached {c['cached_epoch_s']:.2f}s: {c['ratio']:.1f}x faster with the cache "
-                  f"(one-off extraction {c['extract_s']:.1f}s)")
+            print(f"epochs after the first: streaming {c['stream_epoch_s']:.2f}s, cached {c['cached_epoch_s']:.2f}s: "
+                  f"{c['ratio']:.1f}x faster with the cache (one-off extraction {c['extract_s']:.1f}s)")
         if 'grid' in only:
             g = bench_grid(specs=specs)
-            print(f"the default learning-rate grid of {specs} ({g['heads']} heads) on 9,000 cached tokens of the embedded encoder's shape: "
-                  f"{g['grid_epoch_s']:.2f}s an epoch against {g['single_epoch_s']:.2f}s for one head each: {g['ratio']:.2f}x the time for {g['heads'] / g['probes']:.0f}x the heads")
-            print(f"the same grid in fp32: {g['grid_fp32_epoch_s']:.2f}s an epoch; the default precision ({g['amp'] or 'fp32'} autocast) is {g['amp_ratio']:.2f}x faster")
+            print(f"the default learning-rate grid of {specs} ({g['heads']} heads) on 9,000 cached tokens "
+                  f"of the embedded encoder's shape: {g['grid_epoch_s']:.2f}s an epoch against "
+                  f"{g['single_epoch_s']:.2f}s for one head each: "
+                  f"{g['ratio']:.2f}x the time for {g['heads'] / g['probes']:.0f}x the heads")
+            print(f"the same grid in fp32: {g['grid_fp32_epoch_s']:.2f}s an epoch; "
+                  f"the default precision ({g['amp'] or 'fp32'} autocast) is {g['amp_ratio']:.2f}x faster")
         if 'stack' in only:
             s = bench_stack(specs=specs)
-            print(f"the heads of each probe's default grid computed together (one training step's forward and backward, bs {s['bs']}, {s['amp'] or 'fp32'}, {s['device']}): "
-                  + '; '.join(f"{k} {r['heads']} heads {r['separate_ms']:.1f} ms one by one, {r['together_ms']:.1f} ms together ({r['how']}, {r['ratio']:.2f}x)" for k, r in s['probes'].items())
-                  + f"; all {sum(r['heads'] for r in s['probes'].values())} heads: {s['separate_ms']:.0f} ms one by one, {s['together_ms']:.0f} ms with each probe together where that is faster: {s['ratio']:.2f}x")
+            print(f"the heads of each probe's default grid computed together "
+                  f"(one training step's forward and backward, bs {s['bs']}, {s['amp'] or 'fp32'}, {s['device']}): "
+                  + '; '.join(f"{k} {r['heads']} heads {r['separate_ms']:.1f} ms one by one, "
+                              f"{r['together_ms']:.1f} ms together ({r['how']}, {r['ratio']:.2f}x)"
+                              for k, r in s['probes'].items())
+                  + f"; all {sum(r['heads'] for r in s['probes'].values())} heads: "
+                  f"{s['separate_ms']:.0f} ms one by one, "
+                  f"{s['together_ms']:.0f} ms with each probe together where that is faster: {s['ratio']:.2f}x")
         if 'extract' in only:
-            mae = create_encoder('mae_fmnist'); x = torch.stack([mae.transform()(fmnist_sample('test')[i][0]) for i in range(2000)])
+            mae = create_encoder('mae_fmnist')
+            x = torch.stack([mae.transform()(fmnist_sample('test')[i][0]) for i in range(2000)])
             e = bench_extract(mae, x)
-            print(f"extraction of {e['images']:,} Fashion-MNIST images by the embedded encoder: fp32 {e['fp32_s']:.1f}s, bf16 autocast {e['bf16_s']:.1f}s: "
+            print(f"extraction of {e['images']:,} Fashion-MNIST images by the embedded encoder: "
+                  f"fp32 {e['fp32_s']:.1f}s, bf16 autocast {e['bf16_s']:.1f}s: "
                   f"{e['ratio']:.2f}x faster in bf16 (native bf16 here: {native_bf16()})")

@@ -23,7 +23,7 @@ def fold_query(pool:MultiHeadCrossAttentionPool # the pool to fold; left unchang
 
 # %% ../nbs/02_derivation.ipynb #3d0f3bc2
 class MultiQueryCrossAttentionPool(nn.Module):
-    "Pool `(B, N, C)` tokens with `num_queries` full-width learnable queries over the raw tokens, one value chunk per query"
+    "Pool `(B, N, C)` tokens with `num_queries` full-width learnable queries over raw tokens, one value chunk per query"
     def __init__(self,
                  dim:int, # token width `C`
                  num_queries:int=12, # queries `M`; query `j` owns value channels `[j C', (j+1) C')`, `C' = C/(M d_out)`
@@ -65,7 +65,8 @@ def fold_keys(pool:MultiHeadCrossAttentionPool # a pool whose `W_Q` may or may n
     m = MultiQueryCrossAttentionPool(C, H, v_bias=pool.v.bias is not None, proj_bias=pool.proj.bias is not None)
     m = m.to(pool.query)
     with torch.no_grad():
-        m.query.copy_(pool.folded_queries() / m.scale)              # (H, C): q_h W_K^h / sqrt(d), stored for MQCA's C^-1/2 scale; b_K is dropped
+        # (H, C): q_h W_K^h / sqrt(d), stored for MQCA's C^-1/2 scale; b_K is dropped
+        m.query.copy_(pool.folded_queries() / m.scale)
         m.v.load_state_dict(pool.v.state_dict()); m.proj.load_state_dict(pool.proj.state_dict())
     return m
 
@@ -75,7 +76,8 @@ def fold_output(proj:nn.Linear, # the output projection `W_O`
                 head:nn.Linear, # the classifier
                )->nn.Linear:
     "One `nn.Linear` equal to `head(norm(proj(y)))` when `norm` is in eval mode"
-    if norm.training: raise ValueError("fold_output needs `norm` in eval mode (running statistics): call `norm.eval()` first")
+    if norm.training:
+        raise ValueError("fold_output needs `norm` in eval mode (running statistics): call `norm.eval()` first")
     s = (norm.running_var + norm.eps).rsqrt()                       # (C,) 1/sigma
     if norm.affine: s = s * norm.weight
     shift = -norm.running_mean * s + (norm.bias if norm.affine else 0)  # (C,)

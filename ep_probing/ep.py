@@ -12,12 +12,12 @@ from .derivation import MultiQueryCrossAttentionPool
 
 # %% ../nbs/03_ep.ipynb #6ddaf0cf
 class EfficientProbing(MultiQueryCrossAttentionPool):
-    "Efficient Probing: `num_queries` full-width queries over raw tokens; `W_V` split among them; no `W_Q`, `W_K`, `W_O`"
+    "Efficient Probing: `num_queries` full-width queries on raw tokens; `W_V` split among them; no `W_Q`, `W_K`, `W_O`"
     def __init__(self,
                  dim:int, # token width `C`
                  num_queries:int=32, # queries `M`; `dim` must be divisible by `num_queries * d_out`
                  d_out:int=1, # output width is `dim/d_out`
-                 pool_first:bool=True, # pool the tokens, then project (exact, cheaper); False: the paper's value-first order
+                 pool_first:bool=True, # pool, then project (exact, cheaper); False: the paper's value-first order
                 ):
         super().__init__(dim, num_queries, d_out=d_out, v_bias=False, proj=False)
         self.pool_first = pool_first

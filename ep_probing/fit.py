@@ -9,12 +9,12 @@ __all__ = ['save_head', 'load_head', 'SeedEpoch', 'BestHeads', 'Checkpoint', 're
            'resolve_amp', 'fit_learner']
 
 # %% ../nbs/09a_fit.ipynb #9dc26c52
-import contextlib, json, os, random, shutil, tempfile, time, warnings
+import contextlib, json, os, random, shutil, time, warnings
 from dataclasses import replace
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
 from functools import partial
-from fastcore.basics import store_attr, patch
+from fastcore.basics import store_attr
 from fastcore.foundation import L
 from fastai.callback.core import Callback
 from fastai.callback.progress import CSVLogger, ProgressCallback
@@ -22,13 +22,15 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.callback.training import GradientAccumulation
 from fastai.optimizer import Adam
 from fastai.learner import Learner, Metric, ValueMetric
-import fastai.distributed                                    # adds Learner.distrib_ctx (DDP through accelerate)
+import fastai.distributed  # noqa: F401 (the import adds Learner.distrib_ctx: DDP through accelerate)
 from fastai.torch_core import rank_distrib, num_distrib, to_float
 from safetensors.torch import save_file, load_file
 from .core import atomic_write, interactive, Interrupted, native_bf16, out_lock
 from .stats import pack_correct
 from .probes import create_probe, Probe, n_params
-from .train import Lars, warmup_cosine, ProbeSpec, parse_specs, expand_grid, ProbeSet, probes_loss, ProbeTopK
+from .train import Lars, warmup_cosine, parse_specs, expand_grid, ProbeSet, probes_loss, ProbeTopK
+from typing import TYPE_CHECKING
+if TYPE_CHECKING: import pandas as pd                       # for annotations only
 
 # %% ../nbs/09a_fit.ipynb #7bc8c938
 def save_head(probe:Probe, # a probe made by `create_probe` (it carries `.config`)
@@ -38,7 +40,8 @@ def save_head(probe:Probe, # a probe made by `create_probe` (it carries `.config
     path = Path(path)
     sd = {k: v.detach().cpu().contiguous() for k, v in probe.state_dict().items()}
     atomic_write(path.with_suffix('.safetensors'), lambda t: save_file(sd, t))
-    atomic_write(path.with_suffix('.json'), lambda t: Path(t).write_text(json.dumps(dict(config=probe.config, **meta), indent=1, default=str)))
+    atomic_write(path.with_suffix('.json'),
+                 lambda t: Path(t).write_text(json.dumps(dict(config=probe.config, **meta), indent=1, default=str)))
 
 # %% ../nbs/09a_fit.ipynb #cd5edff6
 def load_head(path, # file stem (or the .safetensors / .json file)
@@ -46,8 +49,11 @@ def load_head(path, # file stem (or the .safetensors / .json file)
     "Rebuild a probe saved by `save_head`, in eval mode, with its metadata in `.meta`"
     path = Path(path); stem = path.with_suffix('') if path.suffix in ('.json', '.safetensors') else path
     js, st = stem.with_suffix('.json'), stem.with_suffix('.safetensors')
-    if not js.exists() or not st.exists(): raise FileNotFoundError(f"no saved head at {stem}: expected {js.name} and {st.name} (written by save_head / fit_probes)")
-    def bad(why): return ValueError(f"{stem} is not a head that save_head wrote: {why}; save the head again (fit_probes, ep_probe)")
+    if not js.exists() or not st.exists():
+        raise FileNotFoundError(f"no saved head at {stem}: expected {js.name} and {st.name} "
+                                "(written by save_head / fit_probes)")
+    def bad(why): return ValueError(f"{stem} is not a head that save_head wrote: {why}; "
+                                    "save the head again (fit_probes, ep_probe)")
     try: meta = json.loads(js.read_text())
     except (ValueError, UnicodeDecodeError) as e: raise bad(f"{js.name} is not JSON ({type(e).__name__})") from None
     cfg = meta.get('config') if isinstance(meta, dict) else None
@@ -57,8 +63,9 @@ def load_head(path, # file stem (or the .safetensors / .json file)
     try: sd = load_file(str(st), device=str(device))
     except Exception as e: raise bad(f"{st.name} cannot be read as tensors ({type(e).__name__})") from None
     want = p.state_dict()
-    if set(sd) != set(want): raise bad(f"{st.name} holds other tensors than the {meta['config']['name']!r} probe's, e.g. "
-                                       f"missing {sorted(set(want) - set(sd))[:2]}, unexpected {sorted(set(sd) - set(want))[:2]}")
+    if set(sd) != set(want):
+        raise bad(f"{st.name} holds other tensors than the {meta['config']['name']!r} probe's, e.g. "
+                  f"missing {sorted(set(want) - set(sd))[:2]}, unexpected {sorted(set(sd) - set(want))[:2]}")
     shapes = [f"{k} {tuple(v.shape)} vs {tuple(want[k].shape)}" for k, v in sd.items() if v.shape != want[k].shape]
     if shapes: raise bad(f"its tensors do not fit its config (file vs config), e.g. {shapes[0]}")
     p.load_state_dict(sd); p.meta = meta
@@ -77,9 +84,10 @@ def _bare(m): return getattr(m, 'module', m)           # unwrap DistributedDataP
 
 # %% ../nbs/09a_fit.ipynb #acbca0dd
 class BestHeads(Callback):
-    "Track each probe's best validation top-1; save it to `out/heads/<label>` (rank 0); restore the best weights after fit"
+    "Track each probe's best validation top-1; save it to `out/heads/<label>` (rank 0); restore best weights after fit"
     order = 65                                          # after the Recorder has the epoch's metrics
-    def __init__(self, out=None, restore:bool=True, meta:dict=None): store_attr(); self.best, self.states, self.history = {}, {}, {}
+    def __init__(self, out=None, restore:bool=True, meta:dict=None):
+        store_attr(); self.best, self.states, self.history = {}, {}, {}
     def _top1(self): return {m.i: m.value for m in self.learn.metrics if isinstance(m, ProbeTopK) and m.k == 1}
     def _top5(self): return {m.i: m.value for m in self.learn.metrics if isinstance(m, ProbeTopK) and m.k == 5}
     def after_validate(self): self.validated = True   # skipped (resumed-over) epochs never validate
@@ -88,13 +96,15 @@ class BestHeads(Callback):
         self.validated = False
         top1, top5 = self._top1(), self._top5()
         for i, (label, p) in enumerate(_bare(self.model).probes.items()):
-            self.history.setdefault(label, []).append(top1.get(i))                   # every head's validation curve (grid.csv)
+            self.history.setdefault(label, []).append(top1.get(i))   # every head's validation curve (grid.csv)
             if top1.get(i, -1) <= self.best.get(label, {}).get('top1', -1): continue
             self.best[label] = dict(top1=top1[i], top5=top5.get(i), epoch=self.epoch)
             self.states[label] = {k: v.detach().clone() for k, v in p.state_dict().items()}
-            if self.out is not None and rank_distrib() == 0: save_head(p, Path(self.out)/'heads'/label, **self.best[label], **(self.meta or {}))
+            if self.out is not None and rank_distrib() == 0:
+                save_head(p, Path(self.out)/'heads'/label, **self.best[label], **(self.meta or {}))
     def ckpt_state(self)->dict: return dict(best=self.best, states=self.states, history=self.history)
-    def load_ckpt_state(self, s:dict): self.best, self.states, self.history = s['best'], s['states'], s.get('history', {})
+    def load_ckpt_state(self, s:dict):
+        self.best, self.states, self.history = s['best'], s['states'], s.get('history', {})
     def after_fit(self):
         if not self.restore: return
         for label, p in _bare(self.model).probes.items():
@@ -104,14 +114,14 @@ class BestHeads(Callback):
 def _part(model, part:str=None): m = _bare(model); return getattr(m, part) if part else m
 
 def _plain(o):
-    "`o` with fastcore `L`s and tuples as lists and numpy scalars as numbers: what `torch.load(weights_only=True)` reads"
+    "`o` with fastcore `L`s and tuples as lists, numpy scalars as numbers: what `torch.load(weights_only=True)` reads"
     if isinstance(o, dict): return {k: _plain(v) for k, v in o.items()}
     if isinstance(o, (list, tuple, L)): return [_plain(v) for v in o]
     if isinstance(o, np.generic): return o.item()
     return o
 
 class Checkpoint(Callback):
-    "After every epoch, atomically save the model (or its `part`), the optimiser, the epoch and each callback's `ckpt_state()`"
+    "After every epoch, atomically save the model (or its `part`), optimiser, epoch and each callback's `ckpt_state()`"
     order, t_before = 70, 0.
     def __init__(self, fname, part:str=None): self.fname, self.part = Path(fname), part   # `part`: e.g. 'probes'
     def before_fit(self): self.t0, self.learn.epochs_saved = time.perf_counter(), getattr(self.learn, 'epochs_saved', 0)
@@ -139,7 +149,8 @@ def read_checkpoint(fname)->dict:
     return state
 
 # %% ../nbs/09a_fit.ipynb #9ba35b59
-def load_checkpoint(learn:Learner, fname, # the learner to restore, and a file written by `Checkpoint` (or its `read_checkpoint`)
+def load_checkpoint(learn:Learner, # the learner to restore
+                    fname, # a file written by `Checkpoint` (or its `read_checkpoint`)
                     cbs:list=(), # callbacks whose `ckpt_state` was saved (matched by class name)
                     part:str=None, # the part of the model that was saved
                    )->tuple: # (first epoch to run, seconds of training already done)
@@ -160,7 +171,8 @@ def load_checkpoint(learn:Learner, fname, # the learner to restore, and a file w
 # %% ../nbs/09a_fit.ipynb #5e047433
 class AppendCSVLogger(CSVLogger):
     "fastai's `CSVLogger` for resumable runs: keeps the first `keep` epochs' rows of an earlier log, then appends"
-    def __init__(self, fname, append:bool=False, keep:int=None): super().__init__(fname, append=append or bool(keep)); self.keep = keep
+    def __init__(self, fname, append:bool=False, keep:int=None):
+        super().__init__(fname, append=append or bool(keep)); self.keep = keep
     def _write_line(self, log):
         if len(log) >= len(self.recorder.metric_names): super()._write_line(log)
     def before_fit(self):
@@ -184,11 +196,12 @@ class _DistributedDL(DistributedDL):
 
 class ProbeDistributedTrainer(DistributedTrainer):
     "fastai's `DistributedTrainer` with `_DistributedDL` (works with gloo on CPU as well as nccl)"
-    def _wrap_dl(self, dl): return dl if isinstance(dl, DistributedDL) else _DistributedDL(dl, device=self.learn.model.device)
+    def _wrap_dl(self, dl):
+        return dl if isinstance(dl, DistributedDL) else _DistributedDL(dl, device=self.learn.model.device)
 
 # %% ../nbs/09a_fit.ipynb #e592f9cc
 class HeadLosses(Callback):
-    "Each head's mean training cross-entropy per epoch; `metrics(labels)` gives it and the validation loss as log columns"
+    "Each head's mean training cross-entropy per epoch; `metrics(labels)`: it and the validation loss as log columns"
     order = 55
     def before_epoch(self): self.tot, self.n = None, 0
     def after_loss(self):
@@ -216,8 +229,12 @@ class ProbeLoss(Metric):
 def _resolve_layer(layer, default, depth):
     if layer is None: return default
     if layer < 0:
-        if depth is None: raise ValueError(f"layer {layer} is relative to the encoder depth, which is unknown here; pass `depth=` or use a non-negative block index")
-        if layer < -depth: raise ValueError(f"layer {layer} is out of range for a {depth}-block encoder (valid: 0..{depth-1} or -{depth}..-1)")
+        if depth is None:
+            raise ValueError(f"layer {layer} is relative to the encoder depth, which is unknown here; "
+                             "pass `depth=` or use a non-negative block index")
+        if layer < -depth:
+            raise ValueError(f"layer {layer} is out of range for a {depth}-block encoder "
+                             f"(valid: 0..{depth-1} or -{depth}..-1)")
         return layer % depth
     return layer
 
@@ -225,7 +242,7 @@ def build_probes(specs:list, # `ProbeSpec`s (strings are parsed, grids expanded)
                  dim:int, num_classes:int, depth:int=None, default_layer:int=None,
                  blrs:list=None, # a base learning-rate grid for the specs that set neither `blr` nor `lr`
                 ):
-    "Create the probes of `specs`, one per grid point: `(probes, layers, specs)`, each a dict keyed by the specs' module keys"
+    "Create the probes of `specs`, one per grid point: `(probes, layers, specs)`, dicts keyed by the specs' module keys"
     specs = expand_grid(parse_specs(specs), blrs)
     if not specs: raise ValueError("no probes given; pass e.g. ['lp', 'gap', 'ep', 'mhca']")
     probes, layers, parsed = {}, {}, {}
@@ -241,12 +258,13 @@ def build_probes(specs:list, # `ProbeSpec`s (strings are parsed, grids expanded)
 def accum_batch(bs:int, # the batch of one device
                 accum_bs:int=None, # the effective batch asked for (None: no accumulation)
                )->int:
-    "The batch of one optimiser step: `accum_bs` when it is a multiple of the global batch `bs` x ranks, else a `ValueError`"
+    "The batch of one optimiser step: `accum_bs` if a multiple of the global batch `bs` x ranks, else a `ValueError`"
     world = max(num_distrib(), 1)
     if accum_bs is None: return bs * world
     if accum_bs < bs * world or accum_bs % (bs * world):
-        raise ValueError(f"--accum_bs {accum_bs}: the effective batch must be a multiple of the batch of one step, --bs {bs} x "
-                         f"{world} process(es) = {bs * world}; e.g. --accum_bs {max(1, round(accum_bs / (bs * world))) * bs * world}")
+        raise ValueError(f"--accum_bs {accum_bs}: the effective batch must be a multiple of the batch of one step, "
+                         f"--bs {bs} x {world} process(es) = {bs * world}; "
+                         f"e.g. --accum_bs {max(1, round(accum_bs / (bs * world))) * bs * world}")
     return accum_bs
 
 # %% ../nbs/09a_fit.ipynb #6fd7c48c
@@ -257,11 +275,11 @@ def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached
                   layer_order:list=None, # layers stacked in cached tokens (default: the encoder's layers)
                   depth:int=None, # encoder depth, to resolve negative layer indices (default: the encoder's)
                   opt:str='lars', # 'lars' (the paper's) or 'adamw'
-                  blr:float=None, # base learning rate, lr = blr * batch_size / 256; None: 0.1 for LARS (the paper's), 1e-3 for AdamW
+                  blr:float=None, # base learning rate: lr = blr * batch_size / 256; None: 0.1 (LARS), 1e-3 (AdamW)
                   lr:float=None, # fixed learning rate for all probes (overrides blr)
                   wd:float=0., # weight decay (LARS: on tensors with ndim > 1 only)
                   blrs:list=None, # base learning-rate grid for probes that set neither `blr` nor `lr`
-                  accum_bs:int=None, # effective batch: gradients of batches accumulate up to it before a step (the paper: 4096)
+                  accum_bs:int=None, # effective batch: gradients accumulate up to it before a step (the paper: 4096)
                  )->Learner:
     "A fastai `Learner` that trains every probe of `specs` on the same batches"
     if opt not in ('lars', 'adamw'): raise ValueError(f"opt={opt!r}: use 'lars' (the paper's recipe) or 'adamw'")
@@ -273,7 +291,8 @@ def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached
     blr = blr if blr is not None else 0.1 if opt == 'lars' else 1e-3
     blrs = np.array([d.blr or blr for d in parsed.values()])
     lrs = np.array([d.lr or lr or b * bs / 256 for d, b in zip(parsed.values(), blrs)])
-    opt_func = (lambda ps, lr: Lars(ps, lr=lr, wd=wd)) if opt == 'lars' else (lambda ps, lr: Adam(ps, lr=lr, wd=wd or 1e-4, decouple_wd=True))
+    opt_func = ((lambda ps, lr: Lars(ps, lr=lr, wd=wd)) if opt == 'lars' else
+                (lambda ps, lr: Adam(ps, lr=lr, wd=wd or 1e-4, decouple_wd=True)))
     hl, labels = HeadLosses(), [s.label for s in parsed.values()]
     metrics = [ProbeTopK(i, k, l) for i, l in enumerate(labels) for k in (1, 5)] + hl.metrics(labels)
     learn = Learner(dls, model, loss_func=probes_loss, opt_func=opt_func, metrics=metrics, lr=lrs, cbs=hl,
@@ -288,7 +307,7 @@ def evaluate_probes(model:ProbeSet, dl, # a `ProbeSet` and a DataLoader of its i
                     amp:str=None, # evaluate under the autocast the heads were trained with: None, 'bf16' or 'fp16'
                     per_image:bool=False, # also `'correct'`: each image's top-1 correctness, in `dl`'s order
                    )->dict:
-    "`{label: {'top1': ..., 'top5': ...}}` of every probe of `model` over `dl` (and `'correct'`, a bool array, if `per_image`)"
+    "`{label: {'top1': ..., 'top5': ...}}` of each probe of `model` over `dl` (and `'correct'`, bools, if `per_image`)"
     model = _bare(model).eval()
     correct, hits, n = {l: {k: 0 for k in ks} for l in model.probes}, {l: [] for l in model.probes}, 0
     for *xb, y in dl:
@@ -297,7 +316,8 @@ def evaluate_probes(model:ProbeSet, dl, # a `ProbeSet` and a DataLoader of its i
         with torch.autocast(dev.type, dtype=dt, enabled=dt is not None): preds = model(*[x.to(dev) for x in xb])
         y = y.to(dev)
         for l, p in zip(model.probes, preds):
-            top = p.topk(min(max(ks), p.shape[-1]), -1).indices == y[:, None]    # (B, k): where the label is among the top k
+            # (B, k): where the label is among the top k
+            top = p.topk(min(max(ks), p.shape[-1]), -1).indices == y[:, None]
             for k in ks: correct[l][k] += top[:, :k].any(-1).sum().item()
             if per_image: hits[l].append(top[:, 0].cpu())
         n += len(y)
@@ -312,7 +332,8 @@ def prepare_out(out)->Path:
     "The output folder `out`, created and checked writable before any work; a `ValueError` names the fix"
     out = Path(out)
     try: out.mkdir(parents=True, exist_ok=True); (out/'.write_test').write_text('ok'); (out/'.write_test').unlink()
-    except OSError as e: raise ValueError(f"cannot write to the output folder {out} ({e.strerror}); choose a writable --out") from None
+    except OSError as e:
+        raise ValueError(f"cannot write to the output folder {out} ({e.strerror}); choose a writable --out") from None
     return out
 
 def _publish(work:Path, out:Path):
@@ -331,8 +352,9 @@ def _publish(work:Path, out:Path):
 def _results(learn, bh, t_fit, epochs_run):
     import pandas as pd
     m = _bare(learn.model)
-    rows = [dict(probe=s.label, name=s.name, group=s.group or s.label, layer=m.layer_of[k], params=n_params(p), lr=float(lr), blr=float(blr),
-                 top1=bh.best.get(k, {}).get('top1'), top5=bh.best.get(k, {}).get('top5'), best_epoch=bh.best.get(k, {}).get('epoch'),
+    rows = [dict(probe=s.label, name=s.name, group=s.group or s.label, layer=m.layer_of[k], params=n_params(p),
+                 lr=float(lr), blr=float(blr), top1=bh.best.get(k, {}).get('top1'), top5=bh.best.get(k, {}).get('top5'),
+                 best_epoch=bh.best.get(k, {}).get('epoch'),
                  train_s=t_fit, s_per_epoch=t_fit / max(epochs_run, 1), **{f'opt_{o}': v for o, v in s.options})
             for (k, p), s, lr, blr in zip(m.probes.items(), learn.specs.values(), learn.probe_lrs, learn.probe_blrs)]
     return pd.DataFrame(rows).set_index('probe')
@@ -357,7 +379,8 @@ def select_heads(r, # one row per head (`_results`): `group`, `top1` and the `op
             row['grid'] += f"{',' if row['grid'] else ''}{c[4:]}={v} of {'|'.join(map(str, vals))}"
             if v in (vals[0], vals[-1]):
                 row['at_edge'] = True
-                if warn: warnings.warn(f"{g}: the chosen {c[4:]}={v} is at the edge of its grid ({vals[0]}..{vals[-1]}); extend the grid past it")
+                if warn: warnings.warn(f"{g}: the chosen {c[4:]}={v} is at the edge of its grid "
+                                       f"({vals[0]}..{vals[-1]}); extend the grid past it")
         rows.append(row.rename(g))
     out = pd.DataFrame(rows)
     out.index.name = 'probe'
@@ -374,14 +397,16 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
                progress:bool=True, # fastprogress bars
                meta:dict=None, # facts recorded with every saved head (encoder, data...)
                test_dl=None, # evaluate the best heads on it: `test_top1`, `test_top5` columns
-               finish=None, # `finish(learn, folder)` writes extra artefacts into the run's folder before it is published
+               finish=None, # `finish(learn, folder)` writes extra artefacts into the run's folder before publishing
                cbs:list=None, # extra fastai callbacks for this fit
                **kwargs, # to `probe_learner`: encoder, layer_order, depth, opt, blr, lr, wd
               )->Learner:
     "Train the probes of `specs` together; return the `Learner` with the best heads loaded and `.results`"
-    if epochs < 1: raise ValueError(f"epochs={epochs}: the schedule needs at least one epoch (and at least one batch per epoch)")
-    if len(dls.train) == 0: raise ValueError(f"the training DataLoader has no batches ({len(dls.train_ds)} items, batch size "
-                                             f"{dls.train.bs}, drop_last={dls.train.drop_last}); use a smaller batch size")
+    if epochs < 1:
+        raise ValueError(f"epochs={epochs}: the schedule needs at least one epoch (and at least one batch per epoch)")
+    if len(dls.train) == 0:
+        raise ValueError(f"the training DataLoader has no batches ({len(dls.train_ds)} items, batch size "
+                         f"{dls.train.bs}, drop_last={dls.train.drop_last}); use a smaller batch size")
     torch.manual_seed(seed)
     learn = probe_learner(dls, specs, num_classes, dim, **kwargs)
     rank0 = rank_distrib() == 0
@@ -398,12 +423,13 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
 # %% ../nbs/09a_fit.ipynb #de382ed0
 def _run_options(learn, **kw)->dict:
     "What shapes a run's result: its probes and learning rates, sizes and the options in `kw`, as plain JSON values"
-    o = dict(probes=[s.text for s in learn.specs.values()], lrs=[float(v) for v in learn.probe_lrs], bs=learn.dls.train.bs,
-             n_train=len(learn.dls.train_ds), n_valid=len(learn.dls.valid_ds), **{k: v for k, v in kw.items() if k != 'encoder'})
+    o = dict(probes=[s.text for s in learn.specs.values()], lrs=[float(v) for v in learn.probe_lrs],
+             bs=learn.dls.train.bs, n_train=len(learn.dls.train_ds), n_valid=len(learn.dls.valid_ds),
+             **{k: v for k, v in kw.items() if k != 'encoder'})
     return json.loads(json.dumps(o, default=str))
 
 def _start(learn, out, resume:bool, cbs:list, opts:dict)->tuple:
-    "Resume from `out/.partial` (same options only) or start it afresh; add the checkpoint and log callbacks: `(epoch, seconds)`"
+    "Resume from `out/.partial` (same options only) or start afresh; add checkpoint, log callbacks: `(epoch, seconds)`"
     if out is None: return 0, 0.
     work, rank0 = out/'.partial', rank_distrib() == 0
     ck, start, t_before = work/'checkpoint.pth', 0, 0.
@@ -429,12 +455,13 @@ def _check_resume(f:Path, opts:dict):
     for k in opts.keys() | old.keys():
         if old.get(k) != opts.get(k):
             short = lambda v: (s if len(s := json.dumps(v)) < 90 else s[:87] + '...')
-            raise ValueError(f"--resume: the interrupted run in {f.parent.parent} has {k}={short(old.get(k))} but this command "
-                             f"gives {k}={short(opts.get(k))}; repeat the run's options, or run without --resume to start again")
+            raise ValueError(f"--resume: the interrupted run in {f.parent.parent} has {k}={short(old.get(k))} "
+                             f"but this command gives {k}={short(opts.get(k))}; "
+                             "repeat the run's options, or run without --resume to start again")
 
 # %% ../nbs/09a_fit.ipynb #255e40e6
 class EpochLine(Callback):
-    "One line per epoch: each probe's best validation top-1 so far over its grid (or the losses of other learners), seconds"
+    "One line per epoch: each probe's best validation top-1 so far over its grid (or other learners' losses), seconds"
     order = 90
     def before_epoch(self): self.t = time.perf_counter()
     def after_validate(self): self.validated = True
@@ -442,18 +469,21 @@ class EpochLine(Callback):
         if not getattr(self, 'validated', False) or rank_distrib(): return
         self.validated = False
         bh = next((c for c in self.learn.cbs if isinstance(c, BestHeads)), None)
-        line = f"epoch {self.epoch + 1}/{self.n_epoch}: {self._probes(bh) if bh else self._losses()} ({time.perf_counter() - self.t:.1f} s)"
+        line = (f"epoch {self.epoch + 1}/{self.n_epoch}: {self._probes(bh) if bh else self._losses()} "
+                f"({time.perf_counter() - self.t:.1f} s)")
         bar = next((c for c in self.learn.cbs if isinstance(c, ProgressCallback)), None)
         if getattr(bar, 'mbar', None) is not None: bar.mbar.write(line)
         else: print(line, flush=True)
     def _probes(self, bh)->str:
         best = {}
         for k, s in self.learn.specs.items():
-            if (v := bh.best.get(k, {}).get('top1')) is not None: best[s.group or s.label] = max(best.get(s.group or s.label, 0), v)
+            if (v := bh.best.get(k, {}).get('top1')) is not None:
+                best[s.group or s.label] = max(best.get(s.group or s.label, 0), v)
         return 'best val top-1 ' + ' '.join(f"{g} {100 * v:.1f}" for g, v in best.items())
     def _losses(self)->str:
         names, vals = self.recorder.metric_names[1:-1], self.recorder.log[1:-1]
-        return ', '.join(f"{n} {v:.4f}" for n, v in zip(names, vals) if n in ('train_loss', 'valid_loss') and v is not None)
+        return ', '.join(f"{n} {v:.4f}" for n, v in zip(names, vals)
+                         if n in ('train_loss', 'valid_loss') and v is not None)
 
 class _Bars(ProgressCallback):
     "fastai's progress bars without their table of every metric (`EpochLine` writes the epoch's line under them)"
@@ -461,18 +491,21 @@ class _Bars(ProgressCallback):
 
 # %% ../nbs/09a_fit.ipynb #22652879
 class CPUAutocast(Callback):
-    "bf16 autocast on the CPU around each batch's forward and loss (fastai's `MixedPrecision` is CUDA-only); `close` leaves it after an error"
+    "bf16 autocast on the CPU per batch, forward and loss (fastai's `MixedPrecision` is CUDA-only); `close` exits it"
     order = 10
-    def before_batch(self): self.ctx = torch.autocast('cpu', dtype=torch.bfloat16); self.ctx.__enter__()   # per batch: cached weight casts stay fresh
-    def after_pred(self): self.learn.pred = to_float(self.pred)                                    # floating outputs back to fp32
+    def before_batch(self):                                             # per batch: cached weight casts stay fresh
+        self.ctx = torch.autocast('cpu', dtype=torch.bfloat16); self.ctx.__enter__()
+    def after_pred(self): self.learn.pred = to_float(self.pred)        # floating outputs back to fp32
     def after_loss(self): self.close()
     def close(self):
         if getattr(self, 'ctx', None) is not None: self.ctx.__exit__(None, None, None); self.ctx = None
 
 def resolve_amp(amp:str, dev:str)->str:
-    "The autocast dtype name for `amp` on `dev`: 'auto' is bf16 (fp16 on GPUs without it) on CUDA, bf16 on CPUs with native bf16, else None"
+    "The autocast dtype for `amp` on `dev`: 'auto' is bf16 (else fp16) on CUDA, bf16 on CPUs with native bf16, or None"
     if amp not in ('auto', 'bf16', 'fp16', None): raise ValueError(f"amp={amp!r}: use 'auto', 'bf16', 'fp16' or None")
-    if amp == 'auto': return ('bf16' if torch.cuda.is_bf16_supported() else 'fp16') if dev == 'cuda' else 'bf16' if native_bf16(dev) else None
+    if amp == 'auto':
+        if dev == 'cuda': return 'bf16' if torch.cuda.is_bf16_supported() else 'fp16'
+        return 'bf16' if native_bf16(dev) else None
     if amp == 'fp16' and dev == 'cpu': raise ValueError("amp='fp16' needs CUDA; on the CPU use 'bf16' or None")
     return amp
 
@@ -481,7 +514,7 @@ def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
                 progress:bool=True, # live bars in a terminal or notebook; one line per epoch in logs
                 resume_hint:str='continue with --resume', # what Ctrl-C tells the user
                ):
-    "Fit `learn` on CUDA when present, with mixed precision, progress for terminals or logs, and DDP under torchrun; Ctrl-C says how to resume"
+    "Fit `learn` on CUDA if present, with mixed precision, bars or log lines, DDP under torchrun; Ctrl-C: how to resume"
     dev = 'cuda' if torch.cuda.is_available() else 'cpu'
     amp, cbs = resolve_amp(amp, dev), list(cbs)
     learn.amp = amp                                          # `evaluate_probes` tests under the same autocast
@@ -499,7 +532,7 @@ def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
     except KeyboardInterrupt:
         n = getattr(learn, 'epochs_saved', 0)
         raise Interrupted(f"interrupted after epoch {n} of {epochs}; {resume_hint}" if n else
-                          f"interrupted during the first epoch; nothing was saved, run the command again") from None
+                          "interrupted during the first epoch; nothing was saved, run the command again") from None
     finally:
         if cpu_ac: cpu_ac.close()                            # an error inside a batch must not leave autocast on
     return learn
@@ -508,7 +541,8 @@ def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
 def _grid_curves(learn, bh)->'pd.DataFrame':
     "Every head's validation top-1 per epoch, long format"
     import pandas as pd
-    return pd.DataFrame([dict(probe=s.group or s.label, head=s.label, **{o: v for o, v in s.options}, epoch=e, val_top1=t)
+    return pd.DataFrame([dict(probe=s.group or s.label, head=s.label, **{o: v for o, v in s.options},
+                              epoch=e, val_top1=t)
                          for k, s in learn.specs.items() for e, t in enumerate(bh.history.get(k, []))])
 
 def _keep_chosen(work:Path, learn):
@@ -528,18 +562,21 @@ def _run(learn, cbs, epochs, start, t_before, out, work, amp, progress, test_dl=
     fit_learner(learn, epochs, cbs, start, amp, progress)
     bh = next(c for c in cbs if isinstance(c, BestHeads))
     heads = _results(learn, bh, t_before + time.perf_counter() - t0, epochs)
-    if test_dl is not None:                                  # each head's test top-1/5, and which test images it gets right
+    if test_dl is not None:                        # each head's test top-1/5, and which test images it gets right
         for k, v in evaluate_probes(learn.model, test_dl, amp=learn.amp, per_image=True).items():
             l = learn.specs[k].label
             heads.loc[l, ['test_top1', 'test_top5', 'n_test']] = v['top1'], v['top5'], len(v['correct'])
             heads.loc[l, 'test_correct'] = pack_correct(v['correct'])     # paired comparisons later: `ep_compare`
         heads['n_test'] = heads.n_test.astype(int)
-    learn.heads, learn.results, learn.grid = heads, select_heads(heads, warn=rank_distrib() == 0), _grid_curves(learn, bh)
+    results = select_heads(heads, warn=rank_distrib() == 0)
+    learn.heads, learn.results, learn.grid = heads, results, _grid_curves(learn, bh)
     gridded = len(learn.results) < len(heads)
     if finish is not None and work is not None and rank_distrib() == 0: finish(learn, work)
     if out is not None and rank_distrib() == 0:
         _keep_chosen(work, learn)
-        atomic_write(work/'results.csv', lambda t: learn.results.drop(columns='test_correct', errors='ignore').to_csv(t))   # JSON keeps it
+        # the CSV drops `test_correct`; the JSON keeps it
+        atomic_write(work/'results.csv',
+                     lambda t: learn.results.drop(columns='test_correct', errors='ignore').to_csv(t))
         atomic_write(work/'results.json', lambda t: learn.results.reset_index().to_json(t, orient='records', indent=1))
         if gridded: atomic_write(work/'grid.csv', lambda t: learn.grid.to_csv(t, index=False))
         _publish(work, out)

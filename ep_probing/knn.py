@@ -16,7 +16,8 @@ def global_features(patch:torch.Tensor, # patch tokens `(B, N, C)`
     "One feature vector per image from its tokens"
     if kind == 'gap': return patch.float().mean(1)
     if kind != 'cls': raise ValueError(f"kind={kind!r}: use 'cls' or 'gap'")
-    if prefix is None or prefix.shape[1] == 0: raise ValueError("kind='cls' needs prefix tokens ([CLS]); this encoder has none, use kind='gap'")
+    if prefix is None or prefix.shape[1] == 0:
+        raise ValueError("kind='cls' needs prefix tokens ([CLS]); this encoder has none, use kind='gap'")
     return prefix[:, 0].float()
 
 # %% ../nbs/10_knn.ipynb #9ab83619
@@ -30,7 +31,8 @@ def knn_sweep(train_feats:torch.Tensor, # `(n, C)`
              ):
     "Top-1 accuracy of weighted k-NN for every `(k, T)`: a `DataFrame` indexed by k, one column per T"
     import pandas as pd
-    if len(train_feats) != len(train_labels) or len(test_feats) != len(test_labels): raise ValueError("features and labels differ in length")
+    if len(train_feats) != len(train_labels) or len(test_feats) != len(test_labels):
+        raise ValueError("features and labels differ in length")
     ks = [k for k in ks if k <= len(train_feats)]
     if not ks: raise ValueError(f"every k exceeds the {len(train_feats)} training images; use smaller ks")
     tr = F.normalize(train_feats.float(), dim=-1); K = int(train_labels.max()) + 1
@@ -42,5 +44,6 @@ def knn_sweep(train_feats:torch.Tensor, # `(n, C)`
             for T in Ts:
                 votes = torch.zeros(len(y), K).scatter_add_(1, nl[:, :k], (s[:, :k] / T).exp())
                 correct[k, T] += (votes.argmax(-1) == y).sum().item()
-    df = pd.DataFrame([[correct[k, T] / len(test_feats) for T in Ts] for k in ks], index=pd.Index(ks, name='k'), columns=[f'T={T}' for T in Ts])
+    df = pd.DataFrame([[correct[k, T] / len(test_feats) for T in Ts] for k in ks],
+                      index=pd.Index(ks, name='k'), columns=[f'T={T}' for T in Ts])
     return df

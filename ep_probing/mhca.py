@@ -16,10 +16,10 @@ class MultiHeadCrossAttentionPool(nn.Module):
     "Pool `(B, N, C)` tokens to `(B, C)`: a learnable `query` attends over the tokens with `num_heads` heads"
     def __init__(self,
                  dim:int, # token width `C`
-                 num_heads:int=None, # heads `H`, each `dim/num_heads` wide; None: `dim // 64` (timm ViTs' head width), at least 1
+                 num_heads:int=None, # heads `H` of width `dim/num_heads`; None: `max(1, dim // 64)` (timm ViTs' width)
                  qkv_bias:bool=False, # biases in `q`, `k`, `v`
                  proj_bias:bool=False, # bias in the output projection `proj`
-                 pool_first:bool=False, # pool the tokens per head, then project (exact, cheaper); False: project every token (the usual order)
+                 pool_first:bool=False, # pool per head, then project (exact, cheaper); False: project every token first
                 ):
         super().__init__()
         if num_heads is None: num_heads = max(1, dim // 64)
@@ -69,7 +69,7 @@ def forward(self:MultiHeadCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)
 # %% ../nbs/01_mhca.ipynb #b5b3d371
 @patch
 def folded_queries(self:MultiHeadCrossAttentionPool)->torch.Tensor: # `(H, C)`: one full-width vector per head
-    "Each head's query folded into its rows of `W_K`, scaled: head `h`'s logits are the raw tokens times row `h` (a key bias cancels in the softmax)"
+    "Each head's query folded into its `W_K` rows, scaled: logits of head `h` = tokens @ row `h` (a key bias cancels)"
     H, d = self.num_heads, self.head_dim
     return torch.einsum('hd,hdc->hc', self.q(self.query).view(H, d), self.k.weight.view(H, d, self.dim)) * self.scale
 
@@ -79,7 +79,7 @@ def forward_pool_first(self:MultiHeadCrossAttentionPool, x:torch.Tensor # tokens
     "Fold each head's query into `W_K`, pool the tokens per head, then apply `W_V` and `W_O`: no token is projected"
     check_tokens(x, self.dim)
     H, d, C = self.num_heads, self.head_dim, self.dim
-    a = (self.folded_queries() @ x.transpose(1, 2)).softmax(-1)                  # (H, C) @ (B, C, N) -> (B, H, N)
-    y = torch.einsum('bhc,hdc->bhd', a @ x, self.v.weight.view(H, d, C))         # (B, H, C) -> (B, H, d)
-    if self.v.bias is not None: y = y + self.v.bias.view(H, d)                   # weights sum to 1: the bias passes through
-    return self.proj(y.reshape(len(x), C))                                       # (B, C)
+    a = (self.folded_queries() @ x.transpose(1, 2)).softmax(-1)              # (H, C) @ (B, C, N) -> (B, H, N)
+    y = torch.einsum('bhc,hdc->bhd', a @ x, self.v.weight.view(H, d, C))     # (B, H, C) -> (B, H, d)
+    if self.v.bias is not None: y = y + self.v.bias.view(H, d)               # weights sum to 1: the bias passes through
+    return self.proj(y.reshape(len(x), C))                                   # (B, C)

@@ -40,7 +40,8 @@ class Probe(nn.Module):
                 ):
         super().__init__()
         if tokens not in _token_modes: raise ValueError(f"tokens={tokens!r} is not one of {_token_modes}")
-        if not isinstance(num_classes, int) or num_classes < 1: raise ValueError(f"num_classes must be an integer >= 1, got {num_classes!r}")
+        if not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"num_classes must be an integer >= 1, got {num_classes!r}")
         self.pool, self.tokens, self.num_classes = pool, tokens, num_classes
         self.norm = nn.BatchNorm1d(pool.out_dim, affine=False, eps=1e-6)
         self.head = nn.Linear(pool.out_dim, num_classes)
@@ -53,7 +54,8 @@ def select(self:Probe, x:torch.Tensor, # patch tokens `(B, N, C)`
     if self.tokens == 'patch': return x
     if prefix is None or prefix.shape[-2] == 0:
         raise ValueError(f"this probe reads the prefix tokens (tokens={self.tokens!r}) but got none; pass `prefix` "
-                         "(e.g. the [CLS] token) or, for an encoder without prefix tokens, use a patch-token probe such as 'gap' or 'ep'")
+                         "(e.g. the [CLS] token) or, for an encoder without prefix tokens, "
+                         "use a patch-token probe such as 'gap' or 'ep'")
     check_tokens(prefix, self.pool.dim, 'prefix')
     return prefix if self.tokens == 'prefix' else torch.cat([prefix, x], 1)  # (B, P + N, C)
 
@@ -70,7 +72,8 @@ def attn_weights(self:Probe, x:torch.Tensor, # patch tokens `(B, N, C)`
                  prefix:torch.Tensor=None, # prefix tokens `(B, P, C)`
                 )->torch.Tensor: # `(B, heads or queries, tokens read)`
     "The pool's attention over the tokens it reads (prefix first when `tokens='all'`)"
-    if not hasattr(self.pool, 'attn_weights'): raise ValueError(f"{type(self.pool).__name__} has no attention; use an attentive probe such as 'ep' or 'mhca'")
+    if not hasattr(self.pool, 'attn_weights'):
+        raise ValueError(f"{type(self.pool).__name__} has no attention; use an attentive probe such as 'ep' or 'mhca'")
     return self.pool.attn_weights(self.select(x, prefix))
 
 # %% ../nbs/04_probes.ipynb #ea21bc3f
@@ -96,12 +99,12 @@ def gap_pool(dim:int): "LP on the mean of the patch tokens"; return MeanPool(dim
 
 @register_probe('mhca')
 def mhca_pool(dim:int, num_heads:int=None, qkv_bias:bool=False, proj_bias:bool=False, pool_first:bool=False):
-    "Multi-head cross-attention pooling (`MultiHeadCrossAttentionPool`); `pool_first`: the same outputs without projecting every token"
+    "Multi-head cross-attention pooling (`MultiHeadCrossAttentionPool`); `pool_first`: same outputs, fewer projections"
     return MultiHeadCrossAttentionPool(dim, num_heads, qkv_bias=qkv_bias, proj_bias=proj_bias, pool_first=pool_first)
 
 @register_probe('mqca')
 def mqca_pool(dim:int, num_queries:int=None, proj:bool=True):
-    "Multi-query cross-attention with `W_V` and `W_O` (`MultiQueryCrossAttentionPool`); `num_queries` defaults to MHCA's head count"
+    "Multi-query cross-attention with `W_V`, `W_O` (`MultiQueryCrossAttentionPool`); `num_queries=None`: MHCA's heads"
     return MultiQueryCrossAttentionPool(dim, num_queries or max(1, dim // 64), proj=proj)
 
 @register_probe('ep')
@@ -115,7 +118,9 @@ def list_probes(variants:bool=True # include the `_all` variants
     "Names `create_probe` accepts"
     import ep_probing.zoo                                  # noqa: F401 (registers the paper's baseline probes, once)
     names = list(probe_registry)
-    if variants: names += [f'{n}_all' for n, r in probe_registry.items() if r['attention'] and not r['grid'] and r['tokens']=='patch']
+    if variants:
+        names += [f'{n}_all' for n, r in probe_registry.items()
+                  if r['attention'] and not r['grid'] and r['tokens']=='patch']
     return names
 
 # %% ../nbs/04_probes.ipynb #e7ca4484
@@ -156,7 +161,8 @@ def param_table(dim:int=768, # token width `C`
               'MHCA with biases': create_probe('mhca', dim, num_classes, qkv_bias=True, proj_bias=True)}
     mhca = create_probe('mhca', dim, num_classes)
     probes['minus W_Q'] = Probe(fold_query(mhca.pool), num_classes)
-    probes[f'minus W_Q and W_K ({mhca.pool.num_heads} queries)'] = create_probe('mqca', dim, num_classes, num_queries=mhca.pool.num_heads)
+    probes[f'minus W_Q and W_K ({mhca.pool.num_heads} queries)'] = create_probe('mqca', dim, num_classes,
+                                                                             num_queries=mhca.pool.num_heads)
     for m in (8, 16, 32, 64): probes[f'EP_{m}'] = create_probe('ep', dim, num_classes, num_queries=m)
     for d in (2, 4, 8): probes[f'EP_32, d_out={d}'] = create_probe('ep', dim, num_classes, d_out=d)
     rows = [dict(probe=k, pool_params=n_params(p.pool), total_params=n_params(p)) for k, p in probes.items()]

@@ -48,6 +48,7 @@ check "nbdev_export leaves the library unchanged" unchanged ep_probing "run nbde
 check "README.md is in sync with nbs/index.ipynb" $PY .ci/readme.py --check
 check "every module imports in a fresh interpreter" imports
 check "nbdev_test (all notebooks)" nbdev_test
+check "lint (ruff pyflakes; lines <= 120 in ep_probing/)" $PY tests/lint.py
 check "pytest tests" $PY -m pytest tests -q -p no:cacheprovider
 check "docs render (nbdev_proc_nbs, nbconvert, headless Chromium)" $PY .ci/docs_check.py --screenshots out/docs_screenshots
 

@@ -11,10 +11,10 @@ def test_streaming_run_writes_results(tmp_path):
                         stream=True, out=tmp_path/'o', progress=False)
     r = learn.results
     assert list(r.index) == ['gap', 'ep_num_queries=4'] and r.test_top1.between(0, 1).all()
-    assert sorted(p.name for p in (tmp_path/'o').iterdir()) == ['attention.png', 'grid.csv', 'heads', 'log.csv', 'results.csv', 'results.json']   # the default learning-rate grid
+    assert sorted(p.name for p in (tmp_path/'o').iterdir()) == ['attention.png', 'grid.csv', 'heads', 'log.csv', 'meta.json', 'results.csv', 'results.json']   # the default learning-rate grid
 
 @pytest.mark.parametrize('kw, msg', [(dict(layers='7'), 'valid indices are 0..1'), (dict(probes='nope'), 'unknown probe'),
-                                     (dict(data='/nonexistent'), 'neither'), (dict(probes=''), '--probes is empty')])
+                                     (dict(data='/nonexistent'), 'is not a dataset name'), (dict(probes=''), '--probes is empty')])
 def test_bad_options(tmp_path, kw, msg):
     with pytest.raises(ValueError, match=msg):
         run_probing(tiny_vit(), epochs=1, train_size=200, test_size=100, out=tmp_path/'o', cache_dir=tmp_path/'c', progress=False, **kw)
@@ -32,7 +32,7 @@ def test_default_ep_probe_needs_no_debian_data(tmp_path):
     "`ep_probe` with no arguments runs on the embedded sample with the Debian folder hidden and nothing cached"
     r = hidden_debian('ep_probe', tmp_path)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    assert 'mae_fmnist on fashion_mnist_sample' in r.stdout and '\r' not in r.stdout    # a log, not a terminal: no carriage returns
+    assert 'mae_fmnist (shipped weights) on fashion_mnist_sample' in r.stdout and '\r' not in r.stdout    # a log, not a terminal: no carriage returns
     import pandas as pd
     res = pd.read_csv(tmp_path/'ep_probe_out'/'results.csv', index_col=0)
     assert list(res.index) == ['lp', 'gap', 'ep', 'mhca'] and (res.test_top1 > 0.7).all(), res
