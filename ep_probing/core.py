@@ -251,7 +251,7 @@ def console(cmd:str, # the command, e.g. 'ep_bench'
     mod, name = func.split(':')
     f = getattr(importlib.import_module(f'ep_probing.{mod}'), name)
     args = vars(anno_parser(f).parse_args())
-    return f(**{k: v for k, v in args.items() if k not in ('pdb', 'xtra')})
+    f(**{k: v for k, v in args.items() if k not in ('pdb', 'xtra')})    # no value back: the script's exit status is 0
 
 def ep_probe_main(): "`ep_probe`"; return console('ep_probe', 'pipeline:ep_probe')
 def ep_bench_main(): "`ep_bench`"; return console('ep_bench', 'bench:ep_bench')

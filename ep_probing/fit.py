@@ -198,6 +198,8 @@ class ProbeDistributedTrainer(DistributedTrainer):
     "fastai's `DistributedTrainer` with `_DistributedDL` (works with gloo on CPU as well as nccl)"
     def _wrap_dl(self, dl):
         return dl if isinstance(dl, DistributedDL) else _DistributedDL(dl, device=self.learn.model.device)
+    def after_fit(self):            # accelerate leaves a model of one process unwrapped: nothing to unwrap then
+        self.learn.model, self.learn.dls.loaders = _bare(self.learn.model), self.old_dls
 
 # %% ../nbs/09a_fit.ipynb #e592f9cc
 class HeadLosses(Callback):

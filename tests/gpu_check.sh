@@ -99,8 +99,8 @@ mkdir -p "$OUT/logs" "$WORK" || exit 1
 [ -z "$ONLY" ] && rm -f "$OUT/steps.json"
 if [ -n "$WHEELS" ]; then                                  # a bare machine: the packages it lacks, then this project (console scripts)
   SITE=${TMPDIR:-/tmp}/ep_gpu_site
-  { $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEELS"/*.whl &&
-    $PY -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target "$SITE" . ; } > "$OUT/logs/setup.log" 2>&1 ||
+  { $PY -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade --target "$SITE" \
+      "$WHEELS"/*.whl . ; } > "$OUT/logs/setup.log" 2>&1 ||         # one install: one bin/ with every console script
     { echo "gpu_check.sh: installing the wheels of $WHEELS failed; see $OUT/logs/setup.log" >&2; tail -20 "$OUT/logs/setup.log" >&2; }
   export PYTHONPATH="$REPO:$SITE" PATH="$SITE/bin:$PATH"
 fi

@@ -13,7 +13,7 @@ PYV=${GPU_PYTHON_VERSION:-3.12}                         # the GPU image's python
 DATA=${FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 # what the GPU image lacks (its package list: /work/.library/device/KINDS.md), at the versions this project pins or tests
 # with; not jedi (IPython does without it): the tree that travels to the GPU machine is capped at 64 MiB
-PKGS="fastai==2.8.7 fastcore==1.14.5 fastdownload==0.0.8 fastprogress==1.1.6 fasttransform==0.0.2 plum-dispatch==2.10.1 beartype==0.23.1
+PKGS="fastai==2.8.7 fastcore==1.14.5 fastdownload==0.0.8 fastprogress==1.0.3 fasttransform==0.0.2 plum-dispatch==2.10.1 beartype==0.23.1
       nbdev==2.4.14 execnb==0.1.18 ghapi==1.1.1 fastgit==0.1.4 asttokens==3.0.1 astunparse==1.6.3 watchdog==7.1.0
       ipython==8.12.3 backcall==0.2.0 decorator==5.2.1 matplotlib-inline==0.2.2 pexpect==4.8.0
       ptyprocess==0.7.0 pickleshare==0.7.5 prompt-toolkit==3.0.52 wcwidth==0.7.0 stack-data==0.6.3 executing==2.2.1

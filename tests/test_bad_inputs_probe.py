@@ -151,3 +151,13 @@ def test_random_init_is_asked_for_and_reported(tmp_path, monkeypatch, capsys):
     assert "random init: the encoder's weights are random (--random_init)" in out, out
     heads = json.loads(next((tmp_path/'o'/'heads').glob('*.json')).read_text())
     assert heads['weights'] == 'random init', heads
+
+
+def test_console_script_exits_0_after_success(tmp_path, monkeypatch):
+    "A command whose function returns a value (ep_pretrain returns its json) must still exit 0, printing nothing more"
+    from ep_probing.core import ep_pretrain_main
+    monkeypatch.setattr(sys, 'argv', ['ep_pretrain', '--out', str(tmp_path/'vit'), '--epochs', '1', '--limit', '64', '--depth', '1',
+                                      '--embed_dim', '24', '--num_heads', '2', '--decoder_dim', '16', '--decoder_depth', '1',
+                                      '--patch_size', '7', '--bs', '32'])
+    assert ep_pretrain_main() is None                        # the console wrapper does sys.exit(ep_pretrain_main())
+    assert json.loads((tmp_path/'vit.json').read_text())['provenance']['epochs_done'] == 1
