@@ -24,7 +24,7 @@ define_steps() {
   step ep_probe               "$TIMEV ep_probe --device cuda --out $OUT/ep_probe --cache_dir $WORK/cache"
   step ep_probe_stream        "$TIMEV ep_probe --stream --epochs 1 --workers 4 --device cuda --train_size 10000 --valid_pct 0.1 --out $OUT/ep_probe_stream"
   step bench_train_grid       "ep_bench_train --only stack,grid"
-  step recipe_paper_epoch     "$TIMEV ep_probe --recipe paper --epochs 1 --workers 4 --device cuda --train_size 10000 --out $OUT/recipe_paper"
+  step recipe_paper           "$TIMEV ep_probe --recipe paper --epochs 1 --workers 4 --device cuda --train_size 10000 --out $OUT/recipe_paper"
   step pretrain               "mkdir -p $WORK/pretrain && ep_pretrain --epochs 2 --limit 10000 --out $WORK/pretrain/mae_fmnist_vit $PRETRAIN_DATA && cp $WORK/pretrain/mae_fmnist_vit.json $OUT/pretrain.json"
   step ddp_nccl               "torchrun --nproc_per_node=1 --master_port=29547 tests/gpu_ddp.py $OUT/ddp --epochs 1"
 }
