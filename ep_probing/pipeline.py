@@ -430,7 +430,7 @@ def results_table(learn)->str:
 
 # %% ../nbs/11_pipeline.ipynb #f7ce190f
 @call_parse
-def ep_probe(encoder:str='mae_fmnist', # short name (mae_fmnist, efficientnet_lite0_imagenet), or any timm model name
+def ep_probe(encoder:str='mae_fmnist', # mae_fmnist, efficientnet_lite0_imagenet, a --list_encoders name or a timm name
              data:str='fashion_mnist_sample', # fashion_mnist(_sample), a --list_data name, hf:PATH or an image folder
              probes:str='lp,gap,ep,mhca', # probe specs: name[@layer][:key=value,...], comma-separated
              layers:str='-1', # blocks to probe: '-1', '0,3,5' or 'all' (every probe at every layer, one backbone pass)
