@@ -29,7 +29,7 @@ from .core import Interrupted, user_errors, out_lock, check_lr, run_flags, atomi
 from .knn import knn_sweep, global_features
 from .datasets import dataset_registry, load_named, data_table
 from .backbones import backbone_table
-from .stats import unpack_correct, paired_bootstrap
+from .stats import unpack_correct, compare_table
 
 # %% ../nbs/11_pipeline.ipynb #296cdca2
 class CachedTokens:
@@ -403,13 +403,10 @@ def vs_best(results:pd.DataFrame, # a run's results, with `test_correct` and `n_
             n_boot:int=10_000)->pd.Series: # per probe: its test top-1 minus the best probe's, in points, [95% interval]
     "Each probe vs the run's best on test: paired bootstrap interval of the difference (None without per-image results)"
     if 'test_correct' not in results or len(results) < 2: return None
-    c = {p: unpack_correct(s, n) for p, s, n in zip(results.index, results.test_correct, results.n_test)}
+    c = {p: unpack_correct(s, int(n)) for p, s, n in zip(results.index, results.test_correct, results.n_test)}
     best = results.test_top1.idxmax()
-    def cell(p):
-        if p == best: return 'best'
-        d = paired_bootstrap(c[p], c[best], n_boot=n_boot)
-        return f"{d['diff']:+.2f} [{d['lo']:+.2f}, {d['hi']:+.2f}]"
-    return pd.Series({p: cell(p) for p in results.index})
+    t = compare_table(c, best, n_boot=n_boot)                   # each probe minus the best, paired over test images
+    return pd.Series({p: 'best' if p == best else f"{t.loc[p, 'diff']:+.2f} [{t.loc[p, 'lo']:+.2f}, {t.loc[p, 'hi']:+.2f}]" for p in results.index})
 
 # %% ../nbs/11_pipeline.ipynb #1971a80a
 def results_table(learn)->str:
@@ -497,9 +494,8 @@ def ep_probe(encoder:str='mae_fmnist', # mae_fmnist, efficientnet_lite0_imagenet
                   "so LP reads the mean of the patch tokens (GAP), as in the paper")
         if learn.results.get('at_edge', pd.Series(dtype=bool)).any():
             print("(edge): the chosen learning rate is at the edge of its grid; widen it with --blrs")
-        for kind, df in getattr(learn, 'knn', {}).items():
-            k, T = np.unravel_index(df.values.argmax(), df.shape)
-            print(f"k-NN on {kind}: best top-1 {100 * df.values.max():.2f} (k={df.index[k]}, {df.columns[T]})")
+        for kind, b in knn_best(getattr(learn, 'knn', {})).items():
+            print(f"k-NN on {kind}: best top-1 {100 * b['top1']:.2f} (k={b['k']}, T={b['T']:g})")
         print(f"\nwrote {Path(out).resolve()}: results.csv, results.json, grid.csv (every head's validation curve), "
               "heads/, log.csv")
 
