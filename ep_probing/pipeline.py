@@ -406,7 +406,8 @@ def vs_best(results:pd.DataFrame, # a run's results, with `test_correct` and `n_
     c = {p: unpack_correct(s, int(n)) for p, s, n in zip(results.index, results.test_correct, results.n_test)}
     best = results.test_top1.idxmax()
     t = compare_table(c, best, n_boot=n_boot)                   # each probe minus the best, paired over test images
-    return pd.Series({p: 'best' if p == best else f"{t.loc[p, 'diff']:+.2f} [{t.loc[p, 'lo']:+.2f}, {t.loc[p, 'hi']:+.2f}]" for p in results.index})
+    def cell(p): return f"{t.loc[p, 'diff']:+.2f} [{t.loc[p, 'lo']:+.2f}, {t.loc[p, 'hi']:+.2f}]"
+    return pd.Series({p: 'best' if p == best else cell(p) for p in results.index})
 
 # %% ../nbs/11_pipeline.ipynb #1971a80a
 def results_table(learn)->str:
