@@ -57,7 +57,7 @@ def count_macs(f, # a function of no arguments to run once
 
 # %% ../nbs/04b_bench.ipynb #763dae47
 bench_cases = {'ep': ('ep', {}), 'ep_value_first': ('ep', dict(pool_first=False)),
-               'mhca': ('mhca', {}), 'mhca_pool_first': ('mhca', dict(pool_first=True))}
+               'mhca': ('mhca', dict(pool_first=False)), 'mhca_pool_first': ('mhca', dict(pool_first=True))}
 
 def resolve_cases(probes:str='ep,ep_value_first,mhca,mhca_pool_first' # comma-separated case or probe names, or 'all'
                  )->dict:

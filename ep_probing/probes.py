@@ -98,8 +98,8 @@ def cls_pool(dim:int): "LP on the [CLS] token"; return TokenPool(dim, 0)
 def gap_pool(dim:int): "LP on the mean of the patch tokens"; return MeanPool(dim)
 
 @register_probe('mhca')
-def mhca_pool(dim:int, num_heads:int=None, qkv_bias:bool=False, proj_bias:bool=False, pool_first:bool=False):
-    "Multi-head cross-attention pooling (`MultiHeadCrossAttentionPool`); `pool_first`: same outputs, fewer projections"
+def mhca_pool(dim:int, num_heads:int=None, qkv_bias:bool=False, proj_bias:bool=False, pool_first:bool=True):
+    "Multi-head cross-attention pooling, pool-first (same outputs, fewer projections); `pool_first=False`: usual order"
     return MultiHeadCrossAttentionPool(dim, num_heads, qkv_bias=qkv_bias, proj_bias=proj_bias, pool_first=pool_first)
 
 @register_probe('mqca')
