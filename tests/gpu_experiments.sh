@@ -26,6 +26,9 @@ fi
 if [ -d .gpu_carry/fashion-mnist ]; then
   export XDG_CACHE_HOME=${TMPDIR:-/tmp}/ep_xdg; mkdir -p "$XDG_CACHE_HOME/ep_probing"
   cp -r .gpu_carry/fashion-mnist "$XDG_CACHE_HOME/ep_probing/"
+  $PY -c "import lzma, pathlib, sys
+for f in pathlib.Path(sys.argv[1]).glob('*.xz'): f.with_suffix('').write_bytes(lzma.open(f).read()); f.unlink()
+" "$XDG_CACHE_HOME/ep_probing/fashion-mnist"   # carried smaller as .xz: raw IDX files
 fi
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader > "$OUT/device.txt" 2>&1
 $PY -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name())" >> "$OUT/device.txt" 2>&1
