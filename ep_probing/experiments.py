@@ -68,11 +68,17 @@ def run_probes(p:Prepared, specs:list, seed:int=0, epochs:int=10, sub=None,
 def at_chosen(specs:list, r:pd.DataFrame)->list:
     "`specs` fixed at the base learning rates chosen in `r` (rows of `run_probes`), keeping their labels"
     b = r.set_index('probe').blr
-    return [replace(s.with_options(blr=f'{b[s.label]:g}'), group=s.label) for s in parse_specs(specs)]
+    return [replace(s.with_options(blr=f'{b[k]:g}'), group=k) for s in parse_specs(specs) for k in [s.group or s.label]]
 
-def tuned_seeds(p:Prepared, specs:list, seeds=(0, 1, 2), epochs:int=10, sub=None, **kwargs)->pd.DataFrame:
+def tuned_seeds(p:Prepared, specs:list, seeds=(0, 1, 2), epochs:int=10, sub=None,
+                chosen:pd.DataFrame=None, # rows of an earlier run: its probes keep the grid points it chose
+                **kwargs)->pd.DataFrame:
     "Each probe's grid point chosen on validation with the first seed; the other seeds trained at that point"
     specs = parse_specs(specs)
+    if chosen is not None:                               # probes without a `blr` are tuned over their grid
+        c = chosen[chosen.seed == chosen.seed.min()]
+        known = {s.label for s in specs} & set(c.probe)
+        specs = [at_chosen([s], c)[0] if s.label in known else s for s in specs]
     r0 = run_probes(p, specs, seeds[0], epochs, sub, **kwargs)
     return pd.concat([r0] + [run_probes(p, at_chosen(specs, r0), s, epochs, sub, **{**kwargs, 'blrs': 'none'})
                              for s in seeds[1:]], ignore_index=True)
@@ -294,6 +300,15 @@ def plot_queries(df:pd.DataFrame, # rows of `num_queries`
 # %% ../nbs/13_experiments.ipynb #bbd5f48c
 _which = ('compare', 'layers', 'lowshot', 'queries')
 
+def _read_chosen(fn:str, which:str)->pd.DataFrame:
+    "The rows of an earlier run's CSV whose chosen grid points `--blrs_from` reuses, checked"
+    if which not in ('compare', 'queries'): raise ValueError(f"--blrs_from applies to compare and queries, not {which}")
+    if not Path(fn).is_file(): raise FileNotFoundError(f"--blrs_from {fn}: no such file; give an earlier run's CSV")
+    c = pd.read_csv(fn)
+    if not {'probe', 'seed', 'blr'} <= set(c): raise ValueError(f"--blrs_from {fn}: not a CSV of ep_experiment "
+                                                               "(it needs the columns probe, seed and blr)")
+    return c
+
 
 @call_parse
 def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
@@ -309,6 +324,7 @@ def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
                   opt:str='adamw', # 'adamw' or 'lars' (the paper's 90-epoch recipe)
                   blrs:str='default', # lr grid, chosen on validation (first seed): 'default', 'none' or '1e-3,1e-2'
                   blr:float=None, # one base learning rate for every probe instead of a grid
+                  blrs_from:str=None, # compare, queries: an earlier run's CSV; its probes keep the blr it chose
                   bs:int=256, # batch size
                   cache_dir:str='~/.cache/ep_probing/features', # feature cache root
                   debug:bool=False, # show the traceback of errors
@@ -320,11 +336,13 @@ def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
         sd = check_seeds(seeds)
         for flag in ('epochs', 'bs', 'train_size', 'test_size'): run_flags[flag](args[flag])
         if blr is not None: run_flags['blr'](blr)
+        chosen = None if blrs_from is None else _read_chosen(blrs_from, which)
         t0 = time.perf_counter()
         p = Prepared(encoder, data, layers='all' if which == 'layers' else '-1', train_size=train_size,
                      test_size=test_size, cache_dir=cache_dir, bs=bs, pretrained=not random_init, checkpoint=checkpoint)
         parts = Path(out).with_suffix('.parts')  # every training run's checkpoint and results, until the CSV is written
         kw = dict(epochs=epochs, opt=opt, blr=blr, blrs=blrs, parts=parts)
+        if chosen is not None: kw['chosen'] = chosen
         # attention measured on the object where the image gives its mask: the garment on black
         if which in ('compare', 'queries') and p.name.startswith('fashion_mnist'): kw['objects'] = test_images(p)
         try:
