@@ -110,7 +110,8 @@ def resolve_precision(precision:str, # 'auto', 'bf16', 'fp16' or 'none' (fp32)
         import torch
         if cuda: return 'bf16' if torch.cuda.is_bf16_supported() else 'fp16'
         return 'bf16' if native_bf16(device) else 'none'
-    if precision == 'fp16' and not cuda: raise ValueError("precision 'fp16' needs CUDA; on the CPU use 'bf16' or 'none'")
+    if precision == 'fp16' and not cuda:
+        raise ValueError("precision 'fp16' needs CUDA; on the CPU use 'bf16' or 'none'")
     return precision
 
 def precision_dtype(precision:str):

@@ -20,10 +20,10 @@ from fastai.optimizer import Adam
 from fastai.learner import Learner, Metric, ValueMetric
 from fastai.torch_core import rank_distrib, num_distrib
 from safetensors.torch import save_file, load_file
-from .core import atomic_write, Interrupted, out_lock, precision_dtype
+from .core import atomic_write, out_lock, precision_dtype
 from .stats import pack_correct
 from .probes import create_probe, Probe, n_params
-from .specs import ProbeSpec, resolve_specs, build_heads
+from .specs import resolve_specs, build_heads
 from .engine import (Lars, warmup_cosine, SeedEpoch, Checkpoint, read_checkpoint, load_checkpoint,
                                AppendCSVLogger, fit_learner, unwrap)
 from typing import TYPE_CHECKING
@@ -378,10 +378,12 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
            BestHeads(out and out/'.partial', meta=meta, specs=specs)] + list(cbs or [])
     if (n_acc := kwargs.get('accum_bs')) and n_acc > dls.train.bs * max(num_distrib(), 1):
         cbs.append(GradientAccumulation(n_acc // max(num_distrib(), 1)))      # fastai's: counts this rank's images
-    opts = _run_options(learn, seed=seed, epochs=epochs, pct_warmup=pct_warmup, precision=precision, meta=meta, **kwargs)
+    opts = _run_options(learn, seed=seed, epochs=epochs, pct_warmup=pct_warmup, precision=precision, meta=meta,
+                        **kwargs)
     with (out_lock(out) if out is not None and rank0 else contextlib.nullcontext()):
         start, t_before = _start(learn, out, resume, cbs, opts)
-        return _run(learn, cbs, epochs, start, t_before, out, out and out/'.partial', precision, progress, test_dl, finish)
+        work = out and out/'.partial'
+        return _run(learn, cbs, epochs, start, t_before, out, work, precision, progress, test_dl, finish)
 
 # %% ../nbs/09a_fit.ipynb #de382ed0
 def _run_options(learn, **kw)->dict:

@@ -210,7 +210,8 @@ def mae_train(mae:MaskedAutoencoder, # the model to train
         if Path(ckpt).exists(): start, _ = load_checkpoint(learn, ckpt, cbs)
         # fastai's per-epoch log beside the checkpoint
         cbs += [Checkpoint(ckpt), AppendCSVLogger(Path(ckpt).with_suffix('.log.csv'), append=start > 0)]
-    fit_learner(learn, epochs, cbs, start, amp or 'none', progress, resume_hint='run the same command again to continue')
+    fit_learner(learn, epochs, cbs, start, amp or 'none', progress,
+                resume_hint='run the same command again to continue')
     return cbs[2].losses
 
 # %% ../nbs/08_mae.ipynb #64f0ee3a
