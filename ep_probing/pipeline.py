@@ -266,6 +266,16 @@ class ProbeRun:
     results = property(lambda self: self.fit.results, doc="one row per probe")
     grid = property(lambda self: self.fit.grid, doc="every head's validation curve")
 
+# %% ../nbs/11_pipeline.ipynb #9b279c05
+def _knn(p:Prepared, knn:bool, out)->dict:
+    "k-NN sweeps on the run's cached tokens (written to `out/knn.json`), when asked for"
+    if not knn: return None
+    if p.caches is None: warnings.warn("--knn needs cached tokens; it is skipped with --stream"); return None
+    res = knn_eval(*p.caches, layer=p.layers[-1])     # (train cache, test cache, training rows)
+    if out is not None:
+        atomic_write(Path(out)/'knn.json', lambda t: Path(t).write_text(json.dumps(knn_best(res), indent=1)))
+    return res
+
 # %% ../nbs/11_pipeline.ipynb #6a897677
 @delegates(Prepared.__init__)
 def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.Module`
@@ -336,16 +346,6 @@ def knn_eval(c_tr, c_te, tr_idx, layer:int, kinds=('cls', 'gap'), **kwargs)->dic
         if kind == 'cls' and c_tr.num_prefix_tokens == 0: continue
         res[kind] = knn_sweep(cache_global_features(c_tr, np.asarray(tr_idx), layer, kind), y_tr,
                              cache_global_features(c_te, np.arange(len(c_te)), layer, kind), y_te, **kwargs)
-    return res
-
-# %% ../nbs/11_pipeline.ipynb #9b279c05
-def _knn(p:Prepared, knn:bool, out)->dict:
-    "k-NN sweeps on the run's cached tokens (written to `out/knn.json`), when asked for"
-    if not knn: return None
-    if p.caches is None: warnings.warn("--knn needs cached tokens; it is skipped with --stream"); return None
-    res = knn_eval(*p.caches, layer=p.layers[-1])     # (train cache, test cache, training rows)
-    if out is not None:
-        atomic_write(Path(out)/'knn.json', lambda t: Path(t).write_text(json.dumps(knn_best(res), indent=1)))
     return res
 
 # %% ../nbs/11_pipeline.ipynb #f8e77fce
