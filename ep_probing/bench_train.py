@@ -16,20 +16,21 @@ from fastai.data.core import DataLoaders
 from .encoders import create_encoder, timm_model
 from .data import fmnist_sample
 from .cache import extract_features, FeatureCache
-from .pipeline import CachedTokens, cached_dl, grid_specs
-from .fit import fit_probes, resolve_amp
-from .train import parse_specs
+from .pipeline import CachedTokens, cached_dl
+from .fit import fit_probes
+from .core import resolve_precision
+from .specs import parse_specs, grid_specs
 from .bench import bench_time, bench_batch
 from .probes import create_probe
 from .core import user_errors, native_bf16
 
 # %% ../nbs/11a_bench_train.ipynb #a2892fdf
 class EpochTimer(Callback):
-    "Wall-clock seconds of every epoch (training and validation), in `learn.epoch_times`"
+    "Wall-clock seconds of every epoch (training and validation), in `epoch_times`"
     order = 1
-    def before_fit(self): self.learn.epoch_times = []
+    def before_fit(self): self.epoch_times = []
     def before_epoch(self): self.t = time.perf_counter()
-    def after_epoch(self): self.learn.epoch_times.append(time.perf_counter() - self.t)
+    def after_epoch(self): self.epoch_times.append(time.perf_counter() - self.t)
 
 class RandomImages(torch.utils.data.Dataset):
     "`n` random normalised images `(C, H, W)` with labels, generated from a seed (no disk)"
@@ -43,9 +44,10 @@ class RandomImages(torch.utils.data.Dataset):
 # %% ../nbs/11a_bench_train.ipynb #aa7a2f4a
 def timed_fit(dls, specs, dim:int, epochs:int=2, **kwargs)->list:
     "Seconds per epoch of `fit_probes` (AdamW, no output folder)"
-    learn = fit_probes(dls, specs, 10, dim, epochs=epochs, progress=False, cbs=[EpochTimer()],
+    t = EpochTimer()
+    fit_probes(dls, specs, 10, dim, epochs=epochs, progress=False, cbs=[t],
                        **{'opt': 'adamw', **kwargs})
-    return learn.epoch_times
+    return t.epoch_times
 
 # %% ../nbs/11a_bench_train.ipynb #55fb7a4f
 def bench_joint(enc, ds, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=32, epochs:int=1)->dict:
@@ -92,8 +94,8 @@ def bench_grid(N:int=49, P:int=1, C:int=192, n:int=9000, specs=('lp', 'gap', 'ep
         warnings.simplefilter('ignore')  # random labels: where the grid's choices fall means nothing
         # the default precision
         t1, tg = later(timed_fit(dls, one, C, epochs, **kw)), later(timed_fit(dls, grid, C, epochs, **kw))
-        tf = later(timed_fit(dls, grid, C, epochs, amp=None, **kw))  # fp32
-    amp = resolve_amp('auto', 'cuda' if torch.cuda.is_available() else 'cpu')
+        tf = later(timed_fit(dls, grid, C, epochs, precision='none', **kw))  # fp32
+    amp = resolve_precision('auto', 'cuda' if torch.cuda.is_available() else 'cpu')
     return dict(single_epoch_s=t1, grid_epoch_s=tg, ratio=tg / t1, heads=len(grid), probes=len(one), amp=amp,
                 grid_fp32_epoch_s=tf, amp_ratio=tf / tg)
 
@@ -149,7 +151,7 @@ def bench_stack(N:int=49, P:int=1, C:int=192, specs=('lp', 'gap', 'ep', 'mhca'),
                 opt:str='adamw')->dict:
     "Milliseconds per training step of each probe's default grid: heads one by one, `together`, and each the faster way"
     dev = 'cuda' if torch.cuda.is_available() else 'cpu'
-    amp = resolve_amp('auto', dev) == 'bf16'                  # `bench_time` autocasts to bf16 or not at all
+    amp = resolve_precision('auto', dev) == 'bf16'                  # `bench_time` autocasts to bf16 or not at all
     x, prefix, y = bench_batch(bs, N, C, 10, num_prefix=P, device=dev)
     rows = {}
     for s in parse_specs(list(specs)):

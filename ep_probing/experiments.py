@@ -14,13 +14,13 @@ import numpy as np, pandas as pd, torch
 from fastcore.script import call_parse
 from fastai.data.core import DataLoaders
 from .data import low_shot_indices
-from .pipeline import Prepared, CachedTokens, cached_dl, cache_global_features, grid_specs
+from .pipeline import Prepared, CachedTokens, cached_dl, cache_global_features
 from dataclasses import replace
 from .knn import knn_sweep, knn_predict
 from .core import atomic_write, command_line, user_errors, Interrupted, run_flags, check_seeds
 from .fit import fit_probes
 from .probes import list_probes, create_probe
-from .train import ProbeSpec, parse_specs
+from .specs import ProbeSpec, parse_specs, grid_specs
 from .zoo import zoo_kwargs
 from .bench import bench_batch, bench_table
 from .viz import has_maps, object_table

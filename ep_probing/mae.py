@@ -24,8 +24,7 @@ from fastai.learner import Learner
 from fastai.optimizer import Adam
 from functools import partial
 from .core import atomic_write, command_line, user_errors, check_count, check_lr, check_fraction
-from .train import warmup_cosine
-from .fit import SeedEpoch, Checkpoint, AppendCSVLogger, load_checkpoint, fit_learner
+from .engine import warmup_cosine, SeedEpoch, Checkpoint, AppendCSVLogger, load_checkpoint, fit_learner
 
 # %% ../nbs/08_mae.ipynb #493089ac
 def patchify(imgs:torch.Tensor, # images `(B, C, H, W)`
@@ -211,7 +210,8 @@ def mae_train(mae:MaskedAutoencoder, # the model to train
         if Path(ckpt).exists(): start, _ = load_checkpoint(learn, ckpt, cbs)
         # fastai's per-epoch log beside the checkpoint
         cbs += [Checkpoint(ckpt), AppendCSVLogger(Path(ckpt).with_suffix('.log.csv'), append=start > 0)]
-    fit_learner(learn, epochs, cbs, start, amp, progress, resume_hint='run the same command again to continue')
+    fit_learner(learn, epochs, cbs, start, amp or 'none', progress,
+                resume_hint='run the same command again to continue')
     return cbs[2].losses
 
 # %% ../nbs/08_mae.ipynb #64f0ee3a

@@ -12,7 +12,8 @@ from fastai.data.core import DataLoaders
 from fastai.torch_core import rank_distrib, num_distrib
 sys.path.insert(0, str(Path(__file__).parent))
 from ddp_fit import synthetic_tokens
-from ep_probing.fit import fit_probes, ProbeDistributedTrainer
+from ep_probing.fit import fit_probes
+from ep_probing.engine import ProbeDistributedTrainer
 
 class Inspect(Callback):
     "Record, once training starts, what the distributed callback made of the model and the data"

@@ -54,7 +54,7 @@ def test_fit_probes_one_epoch_cuda_pinned(tmp_path):
     learn = fit_probes(dls, ['gap', 'ep:num_queries=4'], 2, 32, epochs=1, out=tmp_path/'fit', layer_order=[0], opt='adamw',
                        blr=0.5, progress=False)
     assert all(p.device.type == 'cuda' for p in learn.model.parameters())
-    assert learn.dls.train.one_batch()[0].device.type == 'cuda'
+    assert learn.learn.dls.train.one_batch()[0].device.type == 'cuda'
     r = learn.results
     assert list(r.index) == ['gap', 'ep_num_queries=4'] and r.top1.notna().all() and (r.top1 > 0.5).all(), r
     assert (tmp_path/'fit'/'results.csv').exists() and (tmp_path/'fit'/'heads'/'ep_num_queries=4.safetensors').exists()

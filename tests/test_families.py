@@ -52,8 +52,8 @@ def test_one_epoch_of_probes(family):
     dls = DataLoaders.from_dsets(ds[:4], ds[4:], bs=2, device='cpu')
     specs = ['gap', 'ep', 'mhca'] + (['lp'] if enc.num_prefix_tokens else [])
     learn = fit_probes(dls, specs, 3, enc.embed_dim, epochs=1, progress=False, encoder=enc, opt='adamw')
-    assert len(learn.recorder.losses) == 2 and all(math.isfinite(float(l)) for l in learn.recorder.losses)
-    assert math.isfinite(learn.recorder.values[-1][1])                       # validation loss
+    assert len(learn.learn.recorder.losses) == 2 and all(math.isfinite(float(l)) for l in learn.learn.recorder.losses)
+    assert math.isfinite(learn.learn.recorder.values[-1][1])                       # validation loss
     assert sorted(learn.results.index) == sorted(specs) and learn.results['top1'].notna().all()
 
 def localised(name, **kw):

@@ -19,6 +19,16 @@ def test_bad_options(tmp_path, kw, msg):
     with pytest.raises(ValueError, match=msg):
         run_probing(tiny_vit(), epochs=1, train_size=200, test_size=100, out=tmp_path/'o', cache_dir=tmp_path/'c', progress=False, **kw)
 
+def test_each_head_built_once(tmp_path, monkeypatch):
+    "A default-style run builds every head once: the dry run checks the heads that then train (`specs.build_heads`)"
+    import ep_probing.specs as specs
+    made, create = [], specs.create_probe
+    monkeypatch.setattr(specs, 'create_probe', lambda *a, **k: made.append(a[0]) or create(*a, **k))
+    run = run_probing(tiny_vit(), probes='lp,gap,ep:num_queries=4', epochs=1, bs=64, train_size=200, test_size=100,
+                      out=None, cache_dir=tmp_path/'c', progress=False)
+    assert len(made) == len(run.heads) == len(run.specs) == 15             # 3 probes x the default 5-point blr grid
+    assert all(run.model.probes[k] is not None for k in run.specs)
+
 def hidden_debian(cmd:str, tmp_path):
     "Run `cmd` in `tmp_path` with the Debian Fashion-MNIST folder hidden by an empty bind mount (root, private mount namespace), and HOME there"
     import os, shutil, subprocess

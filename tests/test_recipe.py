@@ -36,10 +36,10 @@ def test_recipe_paper_steps_once_per_effective_batch(tmp_path, steps):
     assert (o['opt'], o['stream'], o['epochs'], o['accum_bs']) == ('lars', True, 1, 32)
     learn = run_probing('mae_fmnist', data=str(folder(tmp_path/'d')), probes='lp', bs=8, out=None, cache_dir=tmp_path/'c',
                         progress=False, **o)
-    seen = len(learn.dls.train) * 8                                    # images through the encoder in the epoch (drop_last)
+    seen = len(learn.learn.dls.train) * 8                                    # images through the encoder in the epoch (drop_last)
     assert seen >= 64 and steps['steps'] == seen // 32, (seen, steps)  # one step per 32 images, not per batch of 8
     assert len(learn.results) == 1 and len(learn.heads) == 7           # lp over the paper code's 7-point blr grid
-    assert learn.probe_lrs.max() == pytest.approx(1.5 * 32 / 256)      # lr = blr x effective batch / 256
+    assert learn.fit.lrs.max() == pytest.approx(1.5 * 32 / 256)      # lr = blr x effective batch / 256
     assert not (tmp_path/'c').exists()                                 # streamed: nothing cached
 
 
