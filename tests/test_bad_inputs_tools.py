@@ -86,6 +86,8 @@ TOOLS = [
     (ep_pretrain, ['--amp', 'fp8'], '--amp'),
     (ep_experiment, ['--seeds', 'abc'], '--seeds abc: give distinct non-negative integers'), (ep_experiment, ['--seeds', '0,0'], '--seeds 0,0'),
     (ep_experiment, ['--epochs', '0'], '--epochs 0'), (ep_experiment, ['--which', 'nope'], 'choose one of compare'),
+    (ep_experiment, ['--blrs_from', 'nosuch.csv'], '--blrs_from nosuch.csv: no such file'),
+    (ep_experiment, ['--which', 'layers', '--blrs_from', 'nosuch.csv'], '--blrs_from applies to compare and queries'),
 ]
 
 @pytest.mark.parametrize('fn, args, contains', TOOLS, ids=[f"{f.__name__} {' '.join(a)}" for f, a, _ in TOOLS])
