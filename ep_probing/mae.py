@@ -23,7 +23,7 @@ from fastai.data.load import DataLoader
 from fastai.learner import Learner
 from fastai.optimizer import Adam
 from functools import partial
-from .core import atomic_write, command_line, user_errors, check_count, check_lr, check_fraction
+from .core import atomic_write, write_json, asset_path, command_line, user_errors, check_count, check_lr, check_fraction
 from .engine import warmup_cosine, SeedEpoch, Checkpoint, AppendCSVLogger, load_checkpoint, fit_learner
 
 # %% ../nbs/08_mae.ipynb #493089ac
@@ -227,7 +227,7 @@ def save_encoder(encoder:VisionTransformer, # the pretrained ViT
     sd = {k: (v.half() if half else v.float()).contiguous().cpu() for k, v in encoder.state_dict().items()}
     stem = Path(stem)
     atomic_write(stem.with_name(stem.name + '.safetensors'), partial(save_file, sd))
-    atomic_write(stem.with_name(stem.name + '.json'), lambda t: Path(t).write_text(json.dumps(meta, indent=1)))
+    write_json(stem.with_name(stem.name + '.json'), meta)
 
 # %% ../nbs/08_mae.ipynb #7862762b
 def load_encoder(stem:str|Path, # `{stem}.safetensors` and `{stem}.json`
@@ -241,9 +241,8 @@ def load_encoder(stem:str|Path, # `{stem}.safetensors` and `{stem}.json`
     return m.eval(), meta
 
 # %% ../nbs/08_mae.ipynb #9b4ab3fe
-import ep_probing
 # the embedded encoder: `.safetensors` + `.json`
-mae_fmnist_stem = Path(ep_probing.__file__).parent/'assets'/'mae_fmnist_vit'
+mae_fmnist_stem = asset_path('mae_fmnist_vit')
 
 # %% ../nbs/08_mae.ipynb #e80bed13
 def _versions(): return dict(torch=torch.__version__, timm=timm.__version__, python=sys.version.split()[0])
