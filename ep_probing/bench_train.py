@@ -15,8 +15,7 @@ from fastai.callback.core import Callback
 from fastai.data.core import DataLoaders
 from .encoders import create_encoder, timm_model
 from .data import fmnist_sample
-from .cache import extract_features, FeatureCache
-from .pipeline import CachedTokens, cached_dl
+from .cache import extract_features, FeatureCache, CachedTokens, cached_dl
 from .fit import fit_probes
 from .core import resolve_precision
 from .specs import parse_specs, grid_specs
@@ -102,14 +101,14 @@ def bench_grid(N:int=49, P:int=1, C:int=192, n:int=9000, specs=('lp', 'gap', 'ep
 @torch.no_grad()
 def bench_extract(enc, x:torch.Tensor, bs:int=256, reps:int=2)->dict:
     "Seconds of the frozen encoder's forward over `x` in fp32 and under bf16 autocast, interleaved; median of `reps`"
-    ts = {None: [], 'bf16': []}
+    ts, was = {'none': [], 'bf16': []}, enc.precision
     for _ in range(reps):
-        for amp in ts:
-            enc.amp = amp; t = time.perf_counter()
+        for pr in ts:
+            enc.precision = pr; t = time.perf_counter()
             for i in range(0, len(x), bs): enc.forward_tokens(x[i:i + bs])
-            ts[amp].append(time.perf_counter() - t)
-    enc.amp = None
-    f32, b16 = float(np.median(ts[None])), float(np.median(ts['bf16']))
+            ts[pr].append(time.perf_counter() - t)
+    enc.precision = was
+    f32, b16 = float(np.median(ts['none'])), float(np.median(ts['bf16']))
     return dict(fp32_s=f32, bf16_s=b16, ratio=f32 / b16, images=len(x))
 
 # %% ../nbs/11a_bench_train.ipynb #93e43ab0

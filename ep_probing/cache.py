@@ -4,17 +4,21 @@
 
 # %% auto #0
 __all__ = ['dataset_fingerprint', 'encoder_identity', 'cache_key', 'human_bytes', 'check_free_space', 'is_complete',
-           'damaged_shards', 'extract_features', 'FeatureCache', 'write_shard', 'read_shard']
+           'damaged_shards', 'extract_features', 'FeatureCache', 'CachedTokens', 'cached_dl', 'TokenLoaders',
+           'cache_dls', 'write_shard', 'read_shard']
 
 # %% ../nbs/07_cache.ipynb #8bdbf779
 import errno, hashlib, json, os, shutil, time, warnings
 from pathlib import Path
 import numpy as np, torch
-from torch.utils.data import Dataset, DataLoader
+from dataclasses import dataclass
+from torch.utils.data import Dataset, DataLoader, Subset
+from fastai.data.core import DataLoaders
+from fastai.data.load import DataLoader as FastaiLoader
 from fastcore.basics import patch
 from fastprogress.fastprogress import progress_bar
 from .encoders import FrozenEncoder
-from .core import interactive
+from .core import interactive, write_json
 
 # %% ../nbs/07_cache.ipynb #4df2f5c7
 def _item_bytes(o)->bytes:
@@ -39,9 +43,10 @@ def dataset_fingerprint(dataset, # indexable, `dataset[i] -> (image, label)`
 
 # %% ../nbs/07_cache.ipynb #11daef37
 def encoder_identity(encoder:FrozenEncoder)->dict:
-    "What shapes an encoder's tokens: name, architecture hash, blocks, norm flag, autocast and weights hash"
+    "What shapes an encoder's tokens: name, architecture hash, blocks, norm flag, precision and weights hash"
     return dict(name=encoder.name, arch=hashlib.sha256(repr(encoder.model).encode()).hexdigest()[:16],
-                layers=list(encoder.layers), norm=encoder.norm, amp=encoder.amp, weights=encoder.weights_hash()[:16])
+                layers=list(encoder.layers), norm=encoder.norm, precision=encoder.precision,
+                weights=encoder.weights_hash()[:16])
 
 def cache_key(encoder:FrozenEncoder, # the frozen encoder
               dataset, # `dataset[i] -> (image, label)`
@@ -55,7 +60,7 @@ def cache_key(encoder:FrozenEncoder, # the frozen encoder
             warnings.warn(f"the transform {t!r} has no stable repr (it shows a memory address), "
                           "so its cache key changes every session and the cache is never reused; "
                           "give it a `__repr__` or use timm/torchvision transforms")
-    info = dict(version=2, encoder=encoder_identity(encoder), transform=repr(transform),
+    info = dict(version=3, encoder=encoder_identity(encoder), transform=repr(transform),
                 dataset_transform=repr(getattr(dataset, 'transform', None)), dataset=dataset_fingerprint(dataset, name),
                 shard_size=shard_size, dtype='float16')
     return hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:20], info
@@ -81,11 +86,6 @@ def check_free_space(path, # where the cache will be written
 
 # %% ../nbs/07_cache.ipynb #1eb1702c
 _files = ('patch', 'prefix', 'labels')
-
-def _write_json(path, obj):
-    "Write `obj` as json atomically"
-    path = Path(path); tmp = path.with_name(f'.tmp-{path.name}-{os.getpid()}')
-    tmp.write_text(json.dumps(obj, indent=1)); os.replace(tmp, path)
 
 def _sidecar(shard):
     "The sizes and checksums a shard recorded when it was written; `None` when its `files.json` is missing or not JSON"
@@ -113,7 +113,7 @@ def write_shard(path, # the shard's final directory
             with open(tmp/f'{k}.npy', 'wb') as f:
                 w = _Hashing(f); np.save(w, a); f.flush(); os.fsync(f.fileno())
             files[f'{k}.npy'] = w.record()
-        _write_json(tmp/'files.json', files)
+        write_json(tmp/'files.json', files)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if e.errno != errno.ENOSPC: raise
@@ -284,7 +284,7 @@ def _write_manifest(d, key:str, n:int, num_shards:int):
     "Write the manifest last, atomically: the shards and their files' sizes and sha256, all checked or just written"
     names = [f'shard_{i:05d}' for i in range(num_shards)]
     files = {s: _sidecar(d/s) for s in names}
-    _write_json(_manifest(d), dict(key=key, n=n, shards=names, files=files, checksum='sha256',
+    write_json(_manifest(d), dict(key=key, n=n, shards=names, files=files, checksum='sha256',
                                    finite=True, created=time.time()))    # all tokens checked finite, here or on writing
 
 def _describe(n:int, shapes:dict)->str:
@@ -322,7 +322,7 @@ def extract_features(encoder:FrozenEncoder, # the frozen encoder
     d.mkdir(parents=True, exist_ok=True)
     for t in d.glob('.tmp-*'): shutil.rmtree(t, ignore_errors=True) if t.is_dir() else t.unlink(missing_ok=True)
     if bad: _heal(d, bad)
-    _write_json(d/'meta.json', dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()},
+    write_json(d/'meta.json', dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()},
                                     layers=list(encoder.layers)))
     t0 = time.perf_counter()
     _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, bar)
@@ -451,6 +451,50 @@ def embed_dim(self:FeatureCache)->int: return self.meta['shapes']['patch'][-1]
 def num_prefix_tokens(self:FeatureCache)->int: return self.meta['shapes']['prefix'][-2]
 @patch(as_prop=True)
 def nbytes(self:FeatureCache)->int: return sum(f.stat().st_size for f in self.path.glob('shard_*/*.npy'))
+
+# %% ../nbs/07_cache.ipynb #e302e5c5
+class CachedTokens:
+    "Rows `idxs` of a `FeatureCache`, read a batch at a time: `(patch (B, L, N, C), prefix (B, L, P, C), labels)`"
+    def __init__(self, cache:FeatureCache, idxs=None):
+        self.cache, self.idxs = cache, np.arange(len(cache)) if idxs is None else np.asarray(idxs)
+    def __len__(self): return len(self.idxs)
+    def __getitem__(self, i): return self.cache[int(self.idxs[i])]
+    def get_batch(self, b): return self.cache.get_batch(self.idxs[np.asarray(b, dtype=np.int64)])
+
+# %% ../nbs/07_cache.ipynb #1b3f5a62
+def cached_dl(tokens:CachedTokens, bs:int=256, shuffle:bool=False, device=None, drop_last:bool=False)->FastaiLoader:
+    "A fastai `DataLoader` over cached tokens that reads whole batches"
+    return FastaiLoader(tokens, bs=bs, shuffle=shuffle, drop_last=drop_last, device=device,
+                        create_item=lambda i: i, create_batch=tokens.get_batch)
+
+# %% ../nbs/07_cache.ipynb #38bec06a
+@dataclass
+class TokenLoaders:
+    "A run's loaders and, with cached tokens, the caches they read"
+    dls:DataLoaders # training and validation batches
+    test_dl:FastaiLoader # test batches
+    train_cache:FeatureCache=None # the train subset's tokens (training and validation rows); None when streamed
+    test_cache:FeatureCache=None # the test set's tokens
+    train_rows:np.ndarray=None # the rows of `train_cache` that are trained on
+
+# %% ../nbs/07_cache.ipynb #f985f68a
+def cache_dls(enc, tr, te, # frozen encoder, train and test datasets
+              tr_idx, va_idx, # indices into `tr` of the training and validation images
+              bs:int, cache_dir, name:str, # batch size, cache root, the data's name (part of the cache key)
+              workers:int=0, progress:bool=True, device=None):
+    "Extract or reuse the train subset's and test set's tokens: their `TokenLoaders`"
+    tf, L = enc.transform(), list(enc.layers)
+    train_sub = Subset(tr, np.sort(np.concatenate([tr_idx, va_idx])).tolist())
+    c_tr = extract_features(enc, train_sub, cache_dir, transform=tf, name=f'{name}:train', num_workers=workers,
+                            progress=progress)
+    c_te = extract_features(enc, te, cache_dir, transform=tf, name=f'{name}:test', num_workers=workers,
+                            progress=progress)
+    c_tr, c_te = FeatureCache(c_tr.path, L, dtype=torch.float16), FeatureCache(c_te.path, L, dtype=torch.float16)
+    pos = {int(i): j for j, i in enumerate(train_sub.indices)}                     # dataset index -> row in the cache
+    t, v = [CachedTokens(c_tr, [pos[int(i)] for i in ix]) for ix in (tr_idx, va_idx)]
+    dls = DataLoaders(cached_dl(t, bs, True, device, drop_last=len(t) > bs), cached_dl(v, bs, device=device),
+                      device=device)
+    return TokenLoaders(dls, cached_dl(CachedTokens(c_te), bs, device=device), c_tr, c_te, t.idxs)
 
 # %% ../nbs/07_cache.ipynb #a68548a6
 # nbdev wraps `__all__` at 120 columns and then prefixes `__all__ = `; these names, exported with `exporti`

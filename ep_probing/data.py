@@ -4,18 +4,18 @@
 
 # %% auto #0
 __all__ = ['fmnist_classes', 'fmnist_debian_dir', 'fmnist_url', 'fmnist_sha256', 'fmnist_sample_file', 'read_idx',
-           'fmnist_cache_dir', 'fmnist_dirs', 'sha256', 'fmnist_download', 'fmnist_files', 'FashionMNIST',
-           'to_channels', 'probe_tfms', 'load_image', 'verify_images', 'image_samples', 'image_folder', 'targets_of',
-           'low_shot_indices', 'low_shot', 'stratified_split', 'make_fmnist_sample', 'fmnist_sample',
-           'TransformDataset', 'probe_dls']
+           'fmnist_cache_dir', 'fmnist_dirs', 'fmnist_download', 'fmnist_files', 'FashionMNIST', 'to_channels',
+           'load_image', 'verify_images', 'image_samples', 'image_folder', 'targets_of', 'low_shot_indices', 'low_shot',
+           'stratified_split', 'make_fmnist_sample', 'fmnist_sample', 'TransformDataset', 'stream_dls',
+           'subset_indices']
 
 # %% ../nbs/06_data.ipynb #cfa5deaa
-import gzip, hashlib, json, os, platform, warnings, numpy as np, torch
+import gzip, os, platform, warnings, numpy as np, torch
 from pathlib import Path
 from PIL import Image
 from fastcore.basics import patch
 from torch.utils.data import Dataset, Subset
-from torchvision import transforms as T
+from .core import atomic_write, write_json, file_sha256, asset_path
 
 # %% ../nbs/06_data.ipynb #97c30010
 def read_idx(fn:str|Path, # an IDX file, gzipped (`.gz`) or not
@@ -56,12 +56,7 @@ def fmnist_dirs(path:str|Path=None, # a directory the user gives (`--data_path`)
     return ([Path(path).expanduser()] if path is not None else []) + [fmnist_debian_dir, fmnist_cache_dir()]
 
 # %% ../nbs/06_data.ipynb #1cb7240d
-def sha256(fn:str|Path)->str:
-    "Hex SHA-256 of a file"
-    h = hashlib.sha256()
-    with open(fn, 'rb') as f:
-        for chunk in iter(lambda: f.read(1<<20), b''): h.update(chunk)
-    return h.hexdigest()
+#| export
 
 # %% ../nbs/06_data.ipynb #46fa7b0a
 fmnist_url = 'http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/'
@@ -95,7 +90,7 @@ def fmnist_download(split:str='train', # 'train' or 'test'
             tmp = dest/(fn.name+'.download')
             try:
                 _urlsave(fmnist_url+fn.name, tmp, progress)
-                if (h := sha256(tmp)) != fmnist_sha256[fn.name]:
+                if (h := file_sha256(tmp)) != fmnist_sha256[fn.name]:
                     raise OSError(f"{fmnist_url+fn.name} has SHA-256 {h}, not {fmnist_sha256[fn.name]}; it was deleted")
                 tmp.replace(fn)
             finally:
@@ -150,7 +145,7 @@ class FashionMNIST(Dataset):
         img = Image.fromarray(self.images[i].numpy(), mode='L')
         return (self.transform(img) if self.transform else img), int(self.targets[i])
     @property
-    def sha256(self): return {f.name: sha256(f) for f in self.files}
+    def sha256(self): return {f.name: file_sha256(f) for f in self.files}
 
 # %% ../nbs/06_data.ipynb #2a656d67
 @patch(cls_method=True)
@@ -183,20 +178,6 @@ def to_channels(img, # a PIL image, or a tensor `(C, H, W)` with C = 1 or 3
     if c == 1: return img.expand(*img.shape[:-3], 3, *img.shape[-2:])  # (3, H, W)
     if c == 3: return (img * _luma.to(img).view(3, 1, 1)).sum(-3, keepdim=True)  # (1, H, W)
     raise ValueError(f"image has {c} channels; expected 1 or 3")
-
-# %% ../nbs/06_data.ipynb #f9e1c549
-def probe_tfms(size:int|tuple, # input size `H` (or `(C, H, W)`, timm's `input_size`)
-               mean:tuple, # per-channel mean; its length sets the channels
-               std:tuple, # per-channel std
-               crop_pct:float=1.0, # resize to `size / crop_pct`, then center crop `size` (timm's `crop_pct`)
-              )->T.Compose:
-    "Channels, resize, center crop, to tensor and normalise, for images fed to a frozen encoder"
-    if isinstance(size, (tuple, list)): size = tuple(size[-2:])
-    if len(mean) != len(std): raise ValueError(f"mean has {len(mean)} channels but std has {len(std)}")
-    hw = size if isinstance(size, tuple) else (size, size)
-    resize = tuple(int(s / crop_pct) for s in hw) if crop_pct != 1 else hw
-    return T.Compose([T.Lambda(lambda im: to_channels(im, len(mean))), T.Resize(resize), T.CenterCrop(hw),
-                      T.ToTensor(), T.Normalize(mean, std)])
 
 # %% ../nbs/06_data.ipynb #0ae64475
 def load_image(fn:str|Path, # image file
@@ -324,7 +305,7 @@ def stratified_split(ds, # a labelled dataset (see `targets_of`)
 
 # %% ../nbs/06_data.ipynb #5320a5d2
 import ep_probing
-fmnist_sample_file = Path(ep_probing.__file__).parent/'assets'/'fmnist_sample.npz'
+fmnist_sample_file = asset_path('fmnist_sample.npz')
 
 def _save_npz(fn, **arrays):
     "`np.savez_compressed` with fixed time stamps in the zip: the same arrays give the same bytes"
@@ -347,7 +328,7 @@ def make_fmnist_sample(out_stem:str|Path, # writes `<out_stem>.npz` and `<out_st
     arrays = dict(train_images=tr.images.numpy()[idx], train_labels=tr.targets.numpy()[idx].astype(np.uint8),
                   train_indices=idx, test_images=te.images.numpy(), test_labels=te.targets.numpy().astype(np.uint8))
     npz = Path(f'{out_stem}.npz')
-    _save_npz(npz, **arrays)
+    atomic_write(npz, lambda t: _save_npz(t, **arrays))
     call = f"make_fmnist_sample({str(out_stem)!r}, seed={seed}, per_class={per_class}, path={path and str(path)!r})"
     prov = dict(description=f"Fashion-MNIST (Xiao et al. 2017, MIT licence): {per_class} train images per class "
                             "and the full test split",
@@ -358,10 +339,10 @@ def make_fmnist_sample(out_stem:str|Path, # writes `<out_stem>.npz` and `<out_st
               f"{per_class}, replace=False), "
               "all sorted and stored as train_indices; test: all 10,000 images in file order"),
         arrays={k: f'{a.shape} {a.dtype}' for k, a in arrays.items()}, npz=npz.name, npz_bytes=npz.stat().st_size,
-        npz_sha256=sha256(npz), call=call,
+        npz_sha256=file_sha256(npz), call=call,
         command=f'python -c "from ep_probing.data import make_fmnist_sample; {call}"',
         versions=dict(ep_probing=ep_probing.__version__, numpy=np.__version__, python=platform.python_version()))
-    npz.with_suffix('.json').write_text(json.dumps(prov, indent=1) + '\n')
+    write_json(npz.with_suffix('.json'), prov)
     return npz
 
 # %% ../nbs/06_data.ipynb #c6635241
@@ -386,21 +367,23 @@ class TransformDataset(Dataset):
     def __len__(self): return len(self.ds)
     def __getitem__(self, i): x, y = self.ds[i]; return self.transform(x), y
 
-# %% ../nbs/06_data.ipynb #fa0486bf
-def probe_dls(train_ds, # `(PIL image, label)` items for training
-              valid_ds, # `(PIL image, label)` items for validation
-              size:int|tuple, # input size, from timm's data config
-              mean:tuple, # from timm's data config; its length sets the channels
-              std:tuple, # from timm's data config
-              crop_pct:float=1.0, # timm's `crop_pct`
-              bs:int=64, # batch size
-              num_workers:int=0, # loader processes
-              device=None, # default: CUDA when available
-              **kwargs, # passed to `DataLoaders.from_dsets`
-             ):
-    "fastai `DataLoaders` of normalised image tensors for a frozen encoder"
+# %% ../nbs/06_data.ipynb #cf7b3a7a
+def stream_dls(enc, # a `FrozenEncoder` (its `transform`)
+               tr, te, # train and test datasets of `(PIL image, label)`
+               tr_idx, va_idx, # indices into `tr` of the training and validation images
+               bs:int, workers:int=0, device=None)->tuple: # (train/valid `DataLoaders`, test `DataLoader`)
+    "Image loaders for streaming through `enc`: the paper's augmentation (random resized crop, flip) on train"
+    from fastai.data.load import DataLoader
     from fastai.data.core import DataLoaders
-    tf = probe_tfms(size, mean, std, crop_pct)
-    dev = device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    return DataLoaders.from_dsets(TransformDataset(train_ds, tf), TransformDataset(valid_ds, tf), bs=bs,
-                                  num_workers=num_workers, device=dev, **kwargs)
+    tf_tr = enc.transform(is_training=True, hflip=0.5, color_jitter=None)
+    sub = lambda ix, tf: TransformDataset(Subset(tr, ix.tolist()), tf)
+    mk = lambda ds, shuffle: DataLoader(ds, bs=bs, shuffle=shuffle, drop_last=shuffle and len(ds) > bs,
+                                        num_workers=workers, device=device, pin_memory=device == 'cuda')
+    dls = DataLoaders(mk(sub(tr_idx, tf_tr), True), mk(sub(va_idx, enc.transform()), False), device=device)
+    return dls, mk(TransformDataset(te, enc.transform()), False)
+
+# %% ../nbs/06_data.ipynb #0696bb2f
+def subset_indices(ds, n:int, seed:int)->np.ndarray:
+    "Stratified, seeded indices of about `n` images of `ds` (all if `n` is 0 or too large)"
+    if not n or n >= len(ds): return np.arange(len(ds))
+    return low_shot_indices(ds, frac=n / len(ds), seed=seed)

@@ -4,7 +4,8 @@
 
 # %% auto #0
 __all__ = ['stl10_classes', 'dataset_registry', 'hf_layout', 'Labelled', 'Files', 'DatasetInfo', 'load_split', 'HFSpec',
-           'hf_splits', 'hf_columns', 'HFImages', 'load_hf', 'NamedData', 'load_named', 'data_table']
+           'hf_splits', 'hf_columns', 'HFImages', 'load_hf', 'NamedData', 'load_named', 'data_table', 'data_names',
+           'load_data']
 
 # %% ../nbs/06a_datasets.ipynb #67b7ea98
 import importlib.util, os, pickle, warnings, numpy as np
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
 from torch.utils.data import ConcatDataset, Dataset, Subset
-from .data import image_samples, load_image, to_channels
+from .data import image_samples, load_image, to_channels, fmnist_sample, FashionMNIST, image_folder
 
 # %% ../nbs/06a_datasets.ipynb #96d85e29
 class Labelled(Dataset):
@@ -356,3 +357,40 @@ def data_table():
     import pandas as pd
     return pd.DataFrame([{'name': k, 'classes': i.num_classes, 'train size': i.train_size, 'test size': i.test_size,
                           'test split': i.split, 'layout': i.layout} for k, i in dataset_registry.items()])
+
+# %% ../nbs/06a_datasets.ipynb #bf1e80a4
+data_names = {
+    'fashion_mnist_sample': 'the embedded Fashion-MNIST sample (1,000 train images per class, the 10,000 test images)',
+    'fashion_mnist': 'the full Fashion-MNIST (60,000 + 10,000 images)'}
+
+def load_data(data:str='fashion_mnist_sample', # `data_names`, `dataset_registry`, hf:PATH or a folder (train/, test/)
+              data_path:str=None, # dataset folder (`dataset_registry`); Fashion-MNIST: its IDX files (searched first)
+              channels:int=None, # convert images to 1 or 3 channels
+             )->tuple: # (train, test, class names, name)
+    "The train and test datasets of `data`"
+    if data == 'fashion_mnist_sample':
+        tr, te = fmnist_sample('train'), fmnist_sample('test')
+        return tr, te, list(tr.classes), data
+    if data in ('fashion_mnist', 'fmnist'):
+        tr, te = FashionMNIST('train', data_path), FashionMNIST('test', data_path)
+        return tr, te, list(tr.classes), 'fashion_mnist'
+    # the paper's, by name
+    if data in dataset_registry or data.startswith('hf:'): return tuple(load_named(data, data_path, channels))
+    root = Path(data).expanduser()
+    if not root.is_dir():
+        raise ValueError(f"--data {data!r} is not a dataset name ({', '.join([*data_names, *dataset_registry])}; "
+                         "see --list_data), hf:PATH, or a folder; "
+                         "give an image folder with train/<class>/* and test/<class>/*")
+    test_dir = next((root/d for d in ('test', 'val', 'valid') if (root/d).is_dir()), None)
+    if not (root/'train').is_dir() or test_dir is None:
+        raise ValueError(f"{root} needs a train/ folder and a test/ (or val/, valid/) folder, "
+                         "each with one sub-folder per class")
+    tr, te = image_folder(root/'train', channels=channels), image_folder(test_dir, channels=channels)
+    if tr.classes != te.classes:
+        raise ValueError(f"train classes {tr.classes} differ from {test_dir.name} classes {te.classes}")
+    return tr, te, list(tr.classes), f'folder:{root.resolve()}'
+
+# %% ../nbs/06a_datasets.ipynb #bde81127
+# nbdev wraps `__all__` at 120 columns and then prefixes `__all__ = `; these names, exported with `exporti`
+# above, join it last so that its first line stays within 120 columns
+_all_ = ['data_names', 'load_data']

@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['encoder_registry', 'nested_keys', 'key_prefixes', 'asset_dir', 'unwrap_state_dict', 'load_state_dict_file',
-           'load_weights', 'pretrained_source', 'reachable', 'timm_model', 'check_layers', 'map_tokens',
-           'FrozenEncoder', 'resolve_data_config', 'ConvertImage', 'register_encoder', 'vit_from_assets', 'mae_fmnist',
-           'load_in_order', 'efficientnet_lite0_imagenet', 'create_encoder']
+           'load_weights', 'pretrained_source', 'reachable', 'timm_model', 'map_tokens', 'FrozenEncoder',
+           'resolve_data_config', 'ConvertImage', 'register_encoder', 'vit_from_assets', 'mae_fmnist', 'load_in_order',
+           'efficientnet_lite0_imagenet', 'create_encoder']
 
 # %% ../nbs/05_encoders.ipynb #51b9f434
 import argparse, hashlib, inspect, json, os, socket, sys, warnings
@@ -17,6 +17,8 @@ from timm.models import get_pretrained_cfg
 from fastcore.basics import patch
 from fastcore.meta import delegates
 from .backbones import resolve_backbone   # a leaf module: it imports nothing from ep_probing
+from .specs import resolve_layers
+from .core import resolve_precision, precision_dtype, asset_path
 
 encoder_registry = {}  # short name -> builder, filled in 'Embedded encoders' below
 
@@ -145,17 +147,6 @@ def timm_model(name:str, # a timm model name, e.g. 'vit_small_patch16_224.dino'
 def _is_vit(model): return hasattr(model, 'num_prefix_tokens') and hasattr(model, 'blocks') and \
     'return_prefix_tokens' in inspect.signature(model.forward_intermediates).parameters
 
-def check_layers(layers, # a block index or a list of them; negative counts from the end
-                 depth:int, # number of blocks
-                )->list: # sorted non-negative indices
-    "Validate block indices against `depth` and make them non-negative"
-    idx = [layers] if isinstance(layers, int) else list(layers)
-    bad = [i for i in idx if not isinstance(i, int) or not -depth <= i < depth]
-    if bad or not idx:
-        raise ValueError(f"layers={layers!r}: valid block indices for this {depth}-block encoder "
-                         f"are 0..{depth-1} (or -{depth}..-1)")
-    return sorted({i % depth for i in idx})
-
 # %% ../nbs/05_encoders.ipynb #c9bb1539
 def map_tokens(f:torch.Tensor, # a feature map `(B, C, H, W)` or `(B, H, W, C)`
                num_chs:int, # its channel count (the model's `num_features` / `feature_info`)
@@ -180,22 +171,22 @@ class FrozenEncoder(nn.Module):
     "A frozen timm backbone: always eval, no gradients; returns patch tokens `(B, N, C)` and prefix tokens `(B, P, C)`"
     def __init__(self,
                  model:nn.Module, # a timm ViT (with `forward_intermediates`), hierarchical model (Swin, Hiera) or CNN
-                 layers=-1, # block index or indices (ViTs); the others give their last feature map only
+                 layers=-1, # block index, indices or text ('-1', '0,3,5', 'all'); non-ViTs: -1 (the last map)
                  norm:bool=False, # apply the final norm to the tokens (ViTs, Swin)
                  name:str=None, # what to call it (cache keys, reports)
                  data_config:dict=None, # input size, mean, std... (default: timm's, from the model)
-                 amp:str=None, # autocast dtype: None, 'bf16' or 'fp16'
+                 precision:str='none', # autocast: 'auto', 'bf16', 'fp16' or 'none'
                  prune:bool=False, # drop blocks after the last needed one (changes `model`)
                 ):
         super().__init__()
-        if amp not in (None, 'bf16', 'fp16'): raise ValueError(f"amp={amp!r}: use None, 'bf16' or 'fp16'")
-        self.model, self.norm, self.amp, self.is_vit = model, norm, amp, _is_vit(model)
+        self.model, self.norm, self.is_vit = model, norm, _is_vit(model)
+        self.precision = resolve_precision(precision, next(model.parameters()).device.type)   # 'bf16', 'fp16', 'none'
         self.name = name or _cfg(model).get('architecture') or type(model).__name__
         self.depth = len(model.blocks) if self.is_vit else 1
-        if not self.is_vit and layers not in (-1, [-1], 0, [0]):
+        if not self.is_vit and layers not in (-1, [-1], 0, [0], '-1', '0', 'all'):
             raise ValueError(f"layers={layers!r}: {type(model).__name__} is a CNN or hierarchical model here; "
                              "it gives its last feature map only, use layers=-1")
-        self.layers, self.layer_arg = check_layers(layers, self.depth), layers
+        self.layers, self.layer_arg = resolve_layers(layers, self.depth, what='layers='), layers
         if prune and self.is_vit and self.layers[-1] < self.depth - 1:
             model.prune_intermediate_layers(self.layers, prune_norm=not norm)
         self.num_prefix_tokens = getattr(model, 'num_prefix_tokens', 0) if self.is_vit else 0
@@ -244,11 +235,11 @@ class ConvertImage:
     def __repr__(self): return f"ConvertImage(mode={self.mode!r})"
 
 @patch
-def transform(self:FrozenEncoder, **kwargs): # overrides for `timm.data.create_transform`
-    "The eval transform: PIL image -> normalised `(C, H, W)` tensor"
+def transform(self:FrozenEncoder, is_training:bool=False, # timm's training augmentation instead of the eval transform
+              **kwargs): # overrides for `timm.data.create_transform`
+    "The eval (or training) transform: PIL image -> normalised `(C, H, W)` tensor"
     from torchvision.transforms import Compose
-    cfg = {**self.data_config, **kwargs}
-    tf = timm.data.create_transform(**cfg, is_training=False)
+    tf = timm.data.create_transform(**{**self.data_config, **kwargs}, is_training=is_training)
     return Compose([ConvertImage('L' if self.in_chans == 1 else 'RGB'), *tf.transforms])
 
 # %% ../nbs/05_encoders.ipynb #5e1f0a7c
@@ -282,7 +273,7 @@ def forward_tokens(self:FrozenEncoder, x:torch.Tensor # images `(B, C, H, W)`
                   )->dict: # `{layer: (patch (B, N, C), prefix (B, P, C))}`
     "Patch and prefix tokens of every chosen layer, from one frozen forward pass"
     x = x.to(self.device)
-    dt = {'bf16': torch.bfloat16, 'fp16': torch.float16}.get(self.amp)
+    dt = precision_dtype(self.precision)
     with torch.no_grad(), torch.autocast(self.device.type, dtype=dt, enabled=dt is not None):
         out = self._features(x)
     return {l: (p.float(), q.float()) for l, (p, q) in zip(self.layers, out)}
@@ -309,7 +300,7 @@ def weights_hash(self:FrozenEncoder)->str:
     return self._weights_hash
 
 # %% ../nbs/05_encoders.ipynb #f0d947ff
-asset_dir = Path(__file__).parent/'assets' if '__file__' in globals() else Path('../ep_probing/assets')
+asset_dir = asset_path()
 
 def register_encoder(name:str): # the short name
     "Decorator: register a builder `f(**kwargs) -> (model, data_config)` under a short name"
@@ -395,30 +386,32 @@ def _timm_at_size(name, img_size, **kwargs):
 # %% ../nbs/05_encoders.ipynb #8667a737
 @delegates(timm.create_model, keep=True)
 def create_encoder(model, # a short name (`encoder_registry`, `backbone_registry`), a timm name or an `nn.Module`
-                   layers=-1, # block index or indices; negative counts from the end
+                   layers=-1, # block index, indices or text ('-1', '0,3,5', 'all'); negative counts from the end
                    norm:bool=None, # final norm on the tokens (None: the paper's choice for a leaderboard name, else no)
                    pretrained:bool=True, # timm names: pretrained weights (cache, else download); False: random weights
                    checkpoint=None, # timm names: a local `.safetensors`/`.pth` file instead
-                   amp:str=None, # autocast dtype on the device: None, 'bf16' or 'fp16'
+                   precision:str='none', # autocast on `device`: 'auto', 'bf16', 'fp16' or 'none'
                    device=None, # e.g. 'cuda'; default: stay on the CPU
                    img_size:int=None, # input size in pixels (int or `(h, w)`); default: the model's
                    **kwargs, # passed to the short name's builder or to `timm.create_model`
                   )->FrozenEncoder:
     "A `FrozenEncoder` from a short name, a timm name (pretrained or local checkpoint) or a model object"
+    precision = resolve_precision(precision, device or 'cpu')
     name, arch, b = model, model, None           # a leaderboard name: its timm name at the paper's input size
     if isinstance(model, str) and model not in encoder_registry and (b := resolve_backbone(model)) is not None:
         name, (arch, img_size, kwargs) = b.name, b.timm_args(pretrained, checkpoint, img_size, **kwargs)
     # the paper read normed tokens for DINOv2, CLIP...
     norm = bool(b.norm) if norm is None and b is not None else bool(norm)
-    if isinstance(model, nn.Module): enc, weights = FrozenEncoder(model, layers, norm, amp=amp), 'as given'
+    if isinstance(model, nn.Module): enc, weights = FrozenEncoder(model, layers, norm, precision=precision), 'as given'
     elif isinstance(model, str) and model in encoder_registry:
         f = encoder_registry[model]
         if img_size is not None and 'img_size' in inspect.signature(f).parameters: kwargs['img_size'] = img_size
         m, cfg = f(**kwargs)
-        enc, weights = FrozenEncoder(m, layers, norm, name=model, data_config=cfg, amp=amp, prune=True), 'shipped'
+        enc = FrozenEncoder(m, layers, norm, name=model, data_config=cfg, precision=precision, prune=True)
+        weights = 'shipped'
     elif isinstance(model, str):
         m = _timm_at_size(arch, img_size, pretrained=pretrained, checkpoint=checkpoint, **kwargs)
-        enc = FrozenEncoder(m, layers, norm, name=name, amp=amp, prune=True)
+        enc = FrozenEncoder(m, layers, norm, name=name, precision=precision, prune=True)
         weights = (f"checkpoint {Path(checkpoint).name}" if checkpoint is not None
                    else 'pretrained' if pretrained else 'random init')
     else: raise ValueError(f"model={model!r}: pass a short name {list(encoder_registry)}, "

@@ -14,9 +14,10 @@ import numpy as np, pandas as pd, torch
 from fastcore.script import call_parse
 from fastai.data.core import DataLoaders
 from .data import low_shot_indices
-from .pipeline import Prepared, CachedTokens, cached_dl, cache_global_features
+from .pipeline import Prepared
+from .cache import CachedTokens, cached_dl
 from dataclasses import replace
-from .knn import knn_sweep, knn_predict
+from .knn import knn_sweep, knn_predict, cache_global_features
 from .core import atomic_write, command_line, user_errors, Interrupted, run_flags, check_seeds
 from .fit import fit_probes
 from .probes import list_probes, create_probe
@@ -39,7 +40,7 @@ def _run_key(p:Prepared, specs:list, seed:int, epochs:int, sub, blrs, opt:str, k
     "A digest of what a `run_probes` result depends on: cached tokens, split, specs and training options"
     sub = None if sub is None else hashlib.sha1(np.asarray(sub, dtype=np.int64).tobytes()).hexdigest()
     rows = hashlib.sha1(np.asarray(p.dls.train.dataset.idxs, dtype=np.int64).tobytes()).hexdigest()
-    key = repr((str(p.caches[0].path), str(p.caches[1].path), rows, sub, [repr(s) for s in specs], seed, epochs,
+    key = repr((str(p.train_cache.path), str(p.test_cache.path), rows, sub, [repr(s) for s in specs], seed, epochs,
                 blrs, opt, sorted(kwargs.items())))
     return hashlib.sha1(key.encode()).hexdigest()[:16]
 
@@ -105,7 +106,7 @@ def _object_rows(p:Prepared, learn, images:torch.Tensor)->pd.DataFrame:
 # %% ../nbs/13_experiments.ipynb #bde6e6bf
 def probe_costs(p:Prepared, specs:list, steps:int=3, warmup:int=1)->pd.DataFrame:
     "Each probe alone: median ms of a training step (forward + backward, `p.bs` random tokens), forward MMACs per image"
-    (N, C), P, K = p.caches[0].meta['shapes']['patch'][-2:], p.caches[0].num_prefix_tokens, len(p.classes)
+    (N, C), P, K = p.train_cache.meta['shapes']['patch'][-2:], p.train_cache.num_prefix_tokens, len(p.classes)
     torch.manual_seed(0)
     ps = {d.label: create_probe(d.name, C, K, **d.kwargs) for d in parse_specs(specs)}
     b = bench_table(ps, *bench_batch(p.bs, N, C, K, num_prefix=P), steps, warmup, memory=False)
@@ -120,7 +121,7 @@ def compare_probes(p:Prepared, probes:list=None, seeds=(0, 1, 2), epochs:int=10,
                    costs:bool=True, # add each probe's `step_ms` and `mmacs` (`probe_costs`)
                    **kwargs)->pd.DataFrame:
     "Test top-1 of every probe (default: all registered) over `seeds`, trained together per seed; grids from the first"
-    N = p.caches[0].meta['shapes']['patch'][-2]                                   # patch tokens per image
+    N = p.train_cache.meta['shapes']['patch'][-2]                                   # patch tokens per image
     probes = probes or [n if n != 'cls' else 'lp' for n in list_probes(False)] + ['ep_all']   # ep_all: EP on [CLS] too
     probes = [_sized(s, N) for s in parse_specs(probes)]
     df = tuned_seeds(p, probes, seeds, epochs, **kwargs)
@@ -224,7 +225,7 @@ def plot_layers(df:pd.DataFrame, # rows of `layerwise` (any number of seeds)
 def knn_valid_test(p:Prepared, rows, # rows of the train cache that form the k-NN memory
                    ks=(1, 5, 10, 20, 50, 100, 200), Ts=(0.07, 0.1, 0.2))->tuple:
     "Weighted k-NN on the last layer's [CLS] (else GAP), `(k, T)` chosen on validation: valid and test top-1, `(k, T)`"
-    c_tr, c_te = p.caches[:2]; L, kind = p.layers[-1], 'cls' if c_tr.num_prefix_tokens else 'gap'
+    c_tr, c_te = p.train_cache, p.test_cache; L, kind = p.layers[-1], 'cls' if c_tr.num_prefix_tokens else 'gap'
     va_rows, rows = np.asarray(p.dls.valid.dataset.idxs), np.asarray(rows)
     f_tr, f_va, f_te = [cache_global_features(c, r, L, kind)
                         for c, r in ((c_tr, rows), (c_tr, va_rows), (c_te, np.arange(len(c_te))))]
@@ -240,7 +241,7 @@ def lowshot(p:Prepared, ks=(1, 2, 5, 10, 25, 100), fracs=(0.01, 0.1), seeds=(0, 
             min_steps:int=200, # train at least this many steps: more epochs for small subsets
             **kwargs)->pd.DataFrame:
     "Test top-1 of `probes` (grids from the first seed) and k-NN (`k`, `T` on validation) at `ks` per class and `fracs`"
-    ys = p.caches[0].labels[np.asarray(p.dls.train.dataset.idxs)].numpy()
+    ys = p.train_cache.labels[np.asarray(p.dls.train.dataset.idxs)].numpy()
     lab = type('Labels', (), {'targets': ys, '__len__': lambda s: len(ys)})()
     rows = []
     for shots in [('k', k) for k in ks] + [('frac', f) for f in fracs]:
@@ -360,7 +361,7 @@ def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
                               f"and the last epoch of the current one are kept in {parts}") from None
         atomic_write(out, lambda t: df.to_csv(t, index=False))
         shutil.rmtree(parts, ignore_errors=True)
-        info = p.caches[0].meta['info']
+        info = p.train_cache.meta['info']
         meta = dict(command=command_line(ep_experiment, args), seconds=round(time.perf_counter() - t0),
                     threads=torch.get_num_threads(), encoder=info['encoder'], n_train=len(p.tr_idx),
                     n_valid=len(p.va_idx), n_test=len(p.test_dl.dataset),

@@ -23,7 +23,8 @@ from fastai.data.load import DataLoader
 from fastai.learner import Learner
 from fastai.optimizer import Adam
 from functools import partial
-from .core import atomic_write, command_line, user_errors, check_count, check_lr, check_fraction
+from .core import (atomic_write, write_json, asset_path, precisions, command_line,
+                          user_errors, check_count, check_lr, check_fraction)
 from .engine import warmup_cosine, SeedEpoch, Checkpoint, AppendCSVLogger, load_checkpoint, fit_learner
 
 # %% ../nbs/08_mae.ipynb #493089ac
@@ -198,7 +199,7 @@ def mae_train(mae:MaskedAutoencoder, # the model to train
               seed:int=0, # seeds shuffling, flips and masks
               ckpt:str|Path=None, # checkpoint file, written each epoch and resumed from if present
               on_epoch=None, # called as `on_epoch(epoch, losses, times)` after each epoch
-              amp:str='auto', # mixed precision ('auto': bf16/fp16 on CUDA, bf16 on CPUs with native bf16)
+              precision:str='auto', # 'auto' (bf16/fp16 on CUDA, bf16 on CPUs with it), 'bf16', 'fp16' or 'none'
               progress:bool=True, # progress output
              )->list: # mean loss per epoch
     "Pretrain `mae` with a fastai `Learner`: warm-up + cosine schedule, per-epoch checkpoints, resume"
@@ -210,7 +211,7 @@ def mae_train(mae:MaskedAutoencoder, # the model to train
         if Path(ckpt).exists(): start, _ = load_checkpoint(learn, ckpt, cbs)
         # fastai's per-epoch log beside the checkpoint
         cbs += [Checkpoint(ckpt), AppendCSVLogger(Path(ckpt).with_suffix('.log.csv'), append=start > 0)]
-    fit_learner(learn, epochs, cbs, start, amp or 'none', progress,
+    fit_learner(learn, epochs, cbs, start, precision, progress,
                 resume_hint='run the same command again to continue')
     return cbs[2].losses
 
@@ -227,7 +228,7 @@ def save_encoder(encoder:VisionTransformer, # the pretrained ViT
     sd = {k: (v.half() if half else v.float()).contiguous().cpu() for k, v in encoder.state_dict().items()}
     stem = Path(stem)
     atomic_write(stem.with_name(stem.name + '.safetensors'), partial(save_file, sd))
-    atomic_write(stem.with_name(stem.name + '.json'), lambda t: Path(t).write_text(json.dumps(meta, indent=1)))
+    write_json(stem.with_name(stem.name + '.json'), meta)
 
 # %% ../nbs/08_mae.ipynb #7862762b
 def load_encoder(stem:str|Path, # `{stem}.safetensors` and `{stem}.json`
@@ -241,9 +242,8 @@ def load_encoder(stem:str|Path, # `{stem}.safetensors` and `{stem}.json`
     return m.eval(), meta
 
 # %% ../nbs/08_mae.ipynb #9b4ab3fe
-import ep_probing
 # the embedded encoder: `.safetensors` + `.json`
-mae_fmnist_stem = Path(ep_probing.__file__).parent/'assets'/'mae_fmnist_vit'
+mae_fmnist_stem = asset_path('mae_fmnist_vit')
 
 # %% ../nbs/08_mae.ipynb #e80bed13
 def _versions(): return dict(torch=torch.__version__, timm=timm.__version__, python=sys.version.split()[0])
@@ -269,7 +269,8 @@ def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{
                 seed:int=0, # seeds the initialisation, shuffling, flips and masks
                 threads:int=None, # torch CPU threads (default: torch's choice)
                 restart:bool=False, # ignore an existing checkpoint and start again
-                amp:str='auto', # mixed precision: auto (bf16/fp16 on CUDA, bf16 on CPUs with it), bf16, fp16 or none
+                precision:str='auto', # auto (bf16/fp16 on CUDA, bf16 on CPUs with it), bf16, fp16 or none
+                amp:str=None, # the same as --precision (an alias kept for earlier command lines)
                 debug:bool=False, # show tracebacks of user errors
                )->dict: # the json written beside the weights
     "Pretrain a timm ViT on Fashion-MNIST as a masked autoencoder"
@@ -278,9 +279,10 @@ def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{
     import inspect
     args = {k: v for k, v in locals().items() if k in inspect.signature(ep_pretrain).parameters and k != 'debug'}
     with user_errors('ep_pretrain', debug):
-        if amp not in ('auto', 'bf16', 'fp16', 'none'): raise ValueError(f"--amp {amp!r}: use auto, bf16, fp16 or none")
-        if amp == 'fp16' and not torch.cuda.is_available():
-            raise ValueError("--amp fp16 needs CUDA; on the CPU use bf16 or none")
+        flag, precision = ('--amp', amp) if amp is not None else ('--precision', precision)
+        if precision not in precisions: raise ValueError(f"{flag} {precision!r}: use {', '.join(precisions)}")
+        if precision == 'fp16' and not torch.cuda.is_available():
+            raise ValueError(f"{flag} fp16 needs CUDA; on the CPU use bf16 or none")
         for flag, v, lo in [('epochs', epochs, 1), ('bs', bs, 1), ('warmup', warmup, 0), ('seed', seed, 0),
                             ('patch_size', patch_size, 1), ('embed_dim', embed_dim, 1), ('depth', depth, 1),
                             ('num_heads', num_heads, 1), ('decoder_dim', decoder_dim, 1),
@@ -310,7 +312,7 @@ def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{
             if rank_distrib() == 0: save_encoder(mae.encoder, out, meta)
         mae_train(mae, images, epochs, [mean], [std], bs=bs, lr=lr, wd=wd, warmup=warmup, seed=seed, ckpt=ck,
                   on_epoch=on_epoch,
-                  amp=None if amp == 'none' else amp)
+                  precision=precision)
         return meta
 
 # %% ../nbs/08_mae.ipynb #2784e9d8

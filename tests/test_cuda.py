@@ -44,7 +44,7 @@ def test_mae_fmnist_tokens_cuda_match_cpu():
     p, q = create_encoder('mae_fmnist', device=DEV)(x.to(DEV))
     assert p.device.type == 'cuda' and p.shape == p_cpu.shape and q.shape == q_cpu.shape
     assert rel_err(p.cpu(), p_cpu) < 1e-2 and rel_err(q.cpu(), q_cpu) < 1e-2, (rel_err(p.cpu(), p_cpu), rel_err(q.cpu(), q_cpu))
-    pb, _ = create_encoder('mae_fmnist', device=DEV, amp='bf16')(x.to(DEV))
+    pb, _ = create_encoder('mae_fmnist', device=DEV, precision='bf16')(x.to(DEV))
     assert rel_err(pb.cpu(), p_cpu) < 5e-2, rel_err(pb.cpu(), p_cpu)
 
 def test_fit_probes_one_epoch_cuda_pinned(tmp_path):

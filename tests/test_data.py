@@ -5,8 +5,11 @@ import ep_probing.data as data
 from PIL import Image
 from torch.utils.data import Subset
 from ep_probing.data import (FashionMNIST, read_idx, sha256, low_shot, low_shot_indices, targets_of,
-                             stratified_split, image_folder, load_image, probe_dls, to_channels,
+                             stratified_split, image_folder, load_image, to_channels,
                              fmnist_dirs, fmnist_download, fmnist_sha256, fmnist_sample, fmnist_sample_file, make_fmnist_sample)
+
+from timm.models import VisionTransformer
+from ep_probing.encoders import create_encoder
 
 FMNIST = Path('/usr/share/datasets/fashion-mnist')
 
@@ -168,12 +171,13 @@ def test_grey_rgb_mismatch(folder, test):
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         ds = image_folder(folder)
-    # RGB encoder on grey Fashion-MNIST, grey encoder on an RGB folder
-    dls = probe_dls(Subset(test, list(range(8))), Subset(test, list(range(8, 12))), 32, (0.5,) * 3, (0.5,) * 3, bs=4, device='cpu')
-    xb, yb = dls.one_batch()
-    assert xb.shape == (4, 3, 32, 32) and torch.equal(xb[:, 0], xb[:, 1])
-    dls = probe_dls(ds, ds, 28, (0.5,), (0.5,), bs=4, device='cpu')
-    assert dls.one_batch()[0].shape == (4, 1, 28, 28)
+    # RGB encoder on grey Fashion-MNIST, grey encoder on an RGB folder: the encoder's transform converts
+    vit = lambda **kw: VisionTransformer(**{**dict(img_size=32, patch_size=8, embed_dim=32, depth=1, num_heads=2,
+                                                   num_classes=0), **kw})
+    rgb = create_encoder(vit())
+    x, m, s = rgb.transform()(test[0][0]), rgb.mean, rgb.std
+    assert x.shape == (3, 32, 32) and torch.allclose(x[0] * s[0] + m[0], x[1] * s[1] + m[1], atol=1e-5)
+    assert create_encoder(vit(img_size=28, patch_size=7, in_chans=1)).transform()(ds[0][0]).shape == (1, 28, 28)
     assert to_channels(torch.rand(3, 5, 5), 1).shape == (1, 5, 5)
 
 def test_sample(train, test):

@@ -184,7 +184,7 @@ def test_short_name_from_asset_directory(tmp_path):
 def test_autocast_option_runs_on_cpu():
     x = torch.randn(2, 3, 32, 32)
     p32, _ = create_encoder(tiny_vit())(x)
-    p16, _ = create_encoder(tiny_vit(), amp='bf16')(x)
+    p16, _ = create_encoder(tiny_vit(), precision='bf16')(x)
     assert p16.dtype == torch.float32 and not torch.equal(p16, p32)
     torch.testing.assert_close(p16, p32, rtol=0.05, atol=0.1)
-    with pytest.raises(ValueError, match="amp='fp8'"): create_encoder(tiny_vit(), amp='fp8')
+    with pytest.raises(ValueError, match="precision='fp8'"): create_encoder(tiny_vit(), precision='fp8')
