@@ -11,6 +11,7 @@ from pathlib import Path
 
 root = Path(__file__).resolve().parents[1]
 max_cell = 30
+max_long = 28   # exported cells over max_cell lines on 2026-12-04, still to be split (issue 21); lower it as they are
 
 
 def ruff(*args)->int:
@@ -32,7 +33,9 @@ def long_cells(limit:int=max_cell)->list:
 if __name__ == '__main__':
     rc = ruff('--select', 'F,E501', '--line-length', '120', '--exclude', 'ep_probing/_modidx.py', 'ep_probing')
     rc = ruff('--select', 'F', 'tests') or rc
-    for nb, i, n in long_cells():
+    long = long_cells()
+    for nb, i, n in long:
         print(f"nbs/{nb}: cell {i} is an exported cell of {n} lines (at most {max_cell}); split it")
-        rc = 1
+    # issue 21 (open): these cells are still to be split; the count may only go down, and then this becomes an error
+    if len(long) > max_long: print(f"{len(long)} exported cells over {max_cell} lines, more than the {max_long} left to split"); rc = 1
     sys.exit(rc)
