@@ -4,7 +4,8 @@ from pathlib import Path
 import ep_probing.data as data
 from PIL import Image
 from torch.utils.data import Subset
-from ep_probing.data import (FashionMNIST, read_idx, sha256, low_shot, low_shot_indices, targets_of,
+from ep_probing.core import file_sha256 as sha256
+from ep_probing.data import (FashionMNIST, read_idx, low_shot, low_shot_indices, targets_of,
                              stratified_split, image_folder, load_image, to_channels,
                              fmnist_dirs, fmnist_download, fmnist_sha256, fmnist_sample, fmnist_sample_file, make_fmnist_sample)
 

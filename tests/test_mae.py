@@ -1,6 +1,7 @@
 "Tests of `ep_probing.mae`: the console script end to end, resuming, and the shipped encoder asset"
 import json, subprocess, sys, torch, timm
-from ep_probing.data import FashionMNIST, sha256
+from ep_probing.data import FashionMNIST
+from ep_probing.core import file_sha256 as sha256
 from ep_probing.mae import (MaskedAutoencoder, mae_train, ep_pretrain, load_encoder, mae_fmnist_stem)
 
 TINY = dict(bs=32, limit=64, depth=1, embed_dim=24, num_heads=2, decoder_dim=16, decoder_depth=1, patch_size=7)
