@@ -47,7 +47,7 @@ def test_key_reuse_and_change(tmp_path, capsys):
     assert {p: p.stat().st_mtime_ns for p in fc.path.rglob('*.npy')} == mtimes      # the old cache was not touched
     assert not np.array_equal(arrays(changed['weights'])[0], arrays(fc)[0])
     np.testing.assert_array_equal(arrays(changed['layers'])[0][:, 0], arrays(fc)[0][:, 0])   # block 0 is the same in both
-    assert cache_key(enc, ds, shard_size=8)[1]['version'] == 2 and fc.path.name == cache_key(enc, ds, shard_size=8)[0]
+    assert cache_key(enc, ds, shard_size=8)[1]['version'] == 3 and fc.path.name == cache_key(enc, ds, shard_size=8)[0]
 
 class _Flip:
     def __call__(self, x): return x.flip(-1)
