@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['pack_correct', 'unpack_correct', 'mean_ci', 'mcnemar_exact', 'compare_line', 'compare_table', 'object_mask',
-           'attention_on_object', 'pointing', 'paired_bootstrap']
+           'attention_on_object', 'pointing', 'paired_bootstrap', 'diff_text', 'vs_best']
 
 # %% ../nbs/10a_stats.ipynb #a0d83650
 import base64, numpy as np, torch
@@ -146,6 +146,23 @@ def compare_table(correct:dict, # probe name -> per-image correctness `(n,)` or 
     cols = ['probe', 'top1', 'diff', 'lo', 'hi', 'n01', 'n10', 'p', 'verdict']
     return pd.DataFrame(rows, columns=cols).set_index('probe')
 
+# %% ../nbs/10a_stats.ipynb #ebe7ddca
+def diff_text(diff:float, lo:float, hi:float, # a difference in points and its interval
+              digits:int=2)->str:
+    "A difference with its interval, as the pages write it: '+0.37 [+0.10, +0.64]'"
+    return f"{diff:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+def vs_best(results, # a run's results (`DataFrame` indexed by probe): `test_top1`, `test_correct`, `n_test`
+            n_boot:int=10_000, # bootstrap resamples
+           ): # `Series` per probe: 'best', or its test top-1 minus the best's in points with its 95% interval
+    "Each probe vs the run's best on test: paired bootstrap interval of the difference (None without per-image results)"
+    import pandas as pd
+    if 'test_correct' not in results or len(results) < 2: return None
+    c = {p: unpack_correct(s, int(n)) for p, s, n in zip(results.index, results.test_correct, results.n_test)}
+    best = results.test_top1.idxmax()
+    t = compare_table(c, best, n_boot=n_boot)                   # each probe minus the best, paired over test images
+    return pd.Series({p: 'best' if p == best else diff_text(*t.loc[p, ['diff', 'lo', 'hi']]) for p in results.index})
+
 # %% ../nbs/10a_stats.ipynb #c581fa71
 def object_mask(img, # grey image(s) in [0, 1], object bright on a dark background: `(H, W)` or `(B, H, W)`
                 grid:tuple, # patch grid `(h, w)`; `H` and `W` must be multiples of it
@@ -190,4 +207,4 @@ def pointing(maps, # attention of M queries over N patches `(B, M, N)`
 # %% ../nbs/10a_stats.ipynb #ea7b5dda
 # nbdev wraps `__all__` at 120 columns and then prefixes `__all__ = `; these names, exported with `exporti`
 # above, join it last so that its first line stays within 120 columns
-_all_ = ['paired_bootstrap']
+_all_ = ['paired_bootstrap', 'diff_text', 'vs_best']

@@ -5,17 +5,18 @@
 # %% auto #0
 __all__ = ['image_exts', 'attention_maps', 'upsample_maps', 'query_diversity', 'diversity_table', 'object_table',
            'mean_attention', 'select_queries', 'save_figure', 'plot_attention_grid', 'plot_part_map', 'plot_mean_maps',
-           'save_attention_figure', 'image_files', 'load_images', 'load_encoder', 'check_head', 'ep_attention',
-           'to_display', 'part_map', 'has_maps', 'object_attention']
+           'save_attention_figure', 'figure_head', 'save_run_attention', 'image_files', 'load_images', 'load_encoder',
+           'check_head', 'ep_attention', 'to_display', 'part_map', 'has_maps', 'object_attention']
 
 # %% ../nbs/12_viz.ipynb #7458d0cd
-import json, math
+import math
 from pathlib import Path
 import numpy as np, torch, torch.nn.functional as F
 import matplotlib
 import matplotlib.pyplot as plt
 from fastcore.script import call_parse
-from .core import infer_grid, user_errors
+from .core import infer_grid, user_errors, atomic_write, write_json
+from .data import targets_of
 from .stats import object_mask, attention_on_object, pointing, mean_ci
 from .probes import Probe
 
@@ -169,9 +170,9 @@ def select_queries(maps:torch.Tensor, # `(B, M, ...)` maps
     return wins.argsort(descending=True, stable=True)[:min(k, M)].tolist()
 
 def save_figure(fig, path, dpi:int=100)->Path:
-    "Save `fig` as PNG (creating the folder), close it, return the path"
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches='tight'); plt.close(fig)
+    "Save `fig` as PNG atomically (creating the folder: `core.atomic_write`), close it, return the path"
+    path = Path(path)
+    atomic_write(path, lambda t: fig.savefig(t, format='png', dpi=dpi, bbox_inches='tight')); plt.close(fig)
     return path
 
 # %% ../nbs/12_viz.ipynb #219a7f31
@@ -271,6 +272,33 @@ def save_attention_figure(probe:Probe, # a trained probe with attention
     fig = plot_attention_grid(to_display(images, mean, std), up, max_queries=max_queries, titles=titles)
     return save_figure(fig, path)
 
+# %% ../nbs/12_viz.ipynb #93600a6a
+def figure_head(fit)->tuple:
+    "`(probe, key)`: the table's first attentive probe and the module key of its chosen grid point, or `(None, None)`"
+    key_of = {s.label: k for k, s in fit.specs.items()}
+    def attentive(k):
+        pr = fit.model.probes[k]
+        return pr.tokens != 'prefix' and hasattr(pr.pool, 'attn_weights') and not getattr(pr.pool, 'grid', False)
+    return next(((g, key_of[h]) for g, h in fit.results['head'].items() if attentive(key_of[h])), (None, None))
+
+def save_run_attention(fit, # a fit (`fit_probes`): its `specs`, `model` (`ProbeSet`) and `results`
+                       p, # the run's `Prepared`: its encoder, test set and classes
+                       folder, n:int=6, # where `attention.png` goes; how many test images (one per class)
+                      ):
+    "Write `attention.png` of `figure_head`'s head on one test image per class; note it in `fit.results['figure']`"
+    m, enc, te = fit.model, p.enc, p.test_ds
+    g, key = figure_head(fit); fit.results['figure'] = ''
+    if key is None: return
+    ys = targets_of(te); idx = [int(np.flatnonzero(ys == c)[0]) for c in np.unique(ys)][:n]
+    x = torch.stack([enc.transform()(te[i][0]) for i in idx])
+    patch, prefix = [t.cpu() for t in enc.forward_tokens(x)[m.layer_of[key]]]
+    row = fit.results.loc[g]
+    save_attention_figure(m.probes[key].eval().cpu(), x, patch, prefix, Path(folder)/'attention.png',
+                          mean=enc.mean, std=enc.std,
+                          titles=[f'{p.classes[ys[i]]}: {g} (blr {row.blr:g}, epoch {row.best_epoch})' for i in idx])
+    fit.results.loc[g, 'figure'] = 'attention.png'                     # results.json says which head and epoch it shows
+
+
 # %% ../nbs/12_viz.ipynb #2b7e380e
 image_exts = ('.jpg', '.jpeg', '.png', '.bmp', '.gif', '.tif', '.tiff', '.webp')
 
@@ -356,7 +384,7 @@ def ep_attention(images:str, # an image file or a folder of images
         maps = torch.cat(all_maps)                                                    # (B, M, N)
         mean_png = save_figure(plot_mean_maps(maps.mean(0)), out/'mean_maps.png')
         div = dict(images=len(files), head=str(head), encoder=enc.name, **query_diversity(maps))
-        (out/'diversity.json').write_text(json.dumps(div, indent=1))
+        write_json(out/'diversity.json', div)
         # paths out; no return value, so the console script exits 0
         for f in [*pages, mean_png, out/'diversity.json']: print(f)
 
