@@ -131,78 +131,102 @@ def results_table(learn)->str:
     r['params'] = r['params'].map('{:,}'.format)
     return r.to_string()
 
+# %% ../nbs/11_pipeline.ipynb #eec66505
+def _run_options(recipe:str=None, # 'paper': LARS, its blr grid, 90 epochs, batch 4096, augmented streaming; flags win
+                 epochs:int=None, # training epochs (default 10)
+                 bs:int=256, # batch size of one step on one device
+                 accum_bs:int=None, # effective batch through gradient accumulation, a multiple of --bs (default: --bs)
+                 opt:str=None, # 'adamw' (default: suits a 10-epoch run) or 'lars' (the paper's)
+                 blrs:str=None, # grid for probes without blr/lr: 'default' (per kind and --opt), 'none' or '1e-3,1e-2'
+                 blr:float=None, # one base learning rate for every probe instead of a grid, lr = blr * bs / 256
+                 lr:float=None, # one fixed learning rate instead of a grid (overrides blr)
+                 train_size:int=0, # stratified subset of the train split (0: all of it)
+                 test_size:int=0, # stratified subset of the test split (0: all of it)
+                 valid_pct:float=0.1, # held out from train to pick each probe's best epoch
+                 stream:bool=False, # stream images through the encoder with augmentation instead of caching tokens
+                 cache_dir:str='~/.cache/ep_probing/features', # where extracted tokens are cached
+                 resume:bool=False, # continue an interrupted run in --out
+                 seed:int=0, # seeds the splits, the probes and the shuffling
+                 knn:bool=False, # also run the k-NN sweep on the cached [CLS] / mean tokens
+                 precision:str='auto', # of extraction and heads: auto (bf16 where native), bf16, fp16 or none (fp32)
+                 fp32:bool=False, # the same as --precision none
+                 device:str=None, # cpu or cuda (default: CUDA when present)
+                 workers:int=0, # DataLoader worker processes
+                ):
+    "The options of an `ep_probe` run, with their defaults and help: declared once, passed to `run_probing` by name"
+    return {k: v for k, v in locals().items()}
+
+# %% ../nbs/11_pipeline.ipynb #bc6077fe
+def _check_device(device:str):
+    "Raise a `ValueError` for a `--device` that is not cpu or cuda, or cuda where none is visible"
+    if device not in (None, 'cpu', 'cuda') and not str(device).startswith('cuda:'):
+        raise ValueError(f"--device {device!r}: use cpu or cuda")
+    if str(device).startswith('cuda') and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is visible here; use --device cpu")
+
+def _header(run:ProbeRun, o:dict)->str:
+    "The run's first line of results: encoder, data, layers, recipe, precision, heads and times"
+    m, fp, r = run.meta, lambda v: 'fp32' if v == 'none' else v, run.results
+    accum = f", effective batch {o['accum_bs']}" if o['accum_bs'] else ''
+    recipe = f" (--recipe {o['recipe']})" if o['recipe'] else ''
+    return (f"ep_probe: {m['encoder']} ({m['weights']} weights) on {m['data']} ({len(m['classes'])} classes), "
+            f"layers {m['layers']}, {o['epochs']} epochs, {o['opt']}{accum}{recipe}; "
+            f"{'streamed' if o['stream'] else 'cached tokens'} ({fp(run.prepared.extract_precision)} extraction, "
+            f"{fp(run.fit.precision)} heads); {len(run.heads)} heads ({len(r)} probes x their grid points) "
+            f"trained together in {r.train_s.iloc[0]:.1f}s ({run.times['total_s']:.1f}s in all)")
+
+# %% ../nbs/11_pipeline.ipynb #14bde27c
+_norms = {'auto': None, 'on': True, 'off': False}                     # --norm: `create_encoder`'s `norm`
+
+def _print_table(df:pd.DataFrame):
+    "Print a `--list_data`/`--list_encoders` table whole"
+    with pd.option_context('display.width', 250, 'display.max_colwidth', 120, 'display.max_rows', 500):
+        print(df.to_string(index=False))
+
+def _notes(run:ProbeRun)->list:
+    "Lines under the table: what a reader of it must know (random weights, LP on GAP, grid edges, k-NN)"
+    r, notes = run.results, []
+    if run.meta['weights'] == 'random init':
+        notes.append("random init: the encoder's weights are random (--random_init); "
+                     "these numbers are a baseline, not the encoder's")
+    if r.name.eq('gap').any() and any(s.alias == 'lp_gap' for s in run.specs.values()):
+        notes.append("lp_gap: this encoder has no prefix token ([CLS]), "
+                     "so LP reads the mean of the patch tokens (GAP), as in the paper")
+    if r.get('at_edge', pd.Series(dtype=bool)).any():
+        notes.append("(edge): the chosen learning rate is at the edge of its grid; widen it with --blrs")
+    return notes + [f"k-NN on {kind}: best top-1 {100 * b['top1']:.2f} (k={b['k']}, T={b['T']:g})"
+                    for kind, b in knn_best(run.knn or {}).items()]
+
 # %% ../nbs/11_pipeline.ipynb #f7ce190f
 @call_parse
+@delegates(_run_options)
 def ep_probe(encoder:str='mae_fmnist', # mae_fmnist, efficientnet_lite0_imagenet, a --list_encoders name or a timm name
              data:str='fashion_mnist_sample', # fashion_mnist(_sample), a --list_data name, hf:PATH or an image folder
              probes:str='lp,gap,ep,mhca', # probe specs: name[@layer][:key=value,...], comma-separated
              layers:str='-1', # blocks to probe: '-1', '0,3,5' or 'all' (every probe at every layer, one backbone pass)
-             recipe:str=None, # 'paper': LARS, its blr grid, 90 epochs, batch 4096, augmented streaming; flags win
-             epochs:int=None, # training epochs (default 10)
-             bs:int=256, # batch size of one step on one device
-             accum_bs:int=None, # effective batch through gradient accumulation, a multiple of --bs (default: --bs)
-             opt:str=None, # 'adamw' (default: suits a 10-epoch run) or 'lars' (the paper's)
-             blrs:str=None, # lr grid of probes without blr/lr: 'default' (per probe kind, --opt), 'none' or '1e-3,1e-2'
-             blr:float=None, # one base learning rate for every probe instead of a grid, lr = blr * bs / 256
-             lr:float=None, # one fixed learning rate instead of a grid (overrides blr)
-             train_size:int=0, # stratified subset of the train split (0: all of it)
-             test_size:int=0, # stratified subset of the test split (0: all of it)
-             valid_pct:float=0.1, # held out from train to pick each probe's best epoch
-             stream:bool=False, # stream images through the encoder with augmentation instead of caching tokens
-             cache_dir:str='~/.cache/ep_probing/features', # where extracted tokens are cached
              out:str='ep_probe_out', # output folder: results, heads, log, attention figure
-             resume:bool=False, # continue an interrupted run in --out
-             seed:int=0, # seeds the splits, the probes and the shuffling
-             knn:bool=False, # also run the k-NN sweep on the cached [CLS] / mean tokens
              random_init:bool=False, # timm names: random weights instead of pretrained (a baseline; the table says so)
              checkpoint:str=None, # timm names: load weights from this local .safetensors/.pth file
              img_size:int=None, # input size for timm models (e.g. 224: DINOv2 defaults to 518 px, 1,369 tokens)
-             precision:str='auto', # of extraction and heads: auto (bf16 where native), bf16, fp16 or none (fp32)
-             fp32:bool=False, # the same as --precision none
+             norm:str='auto', # final norm on the tokens: auto (the paper's choice for a --list_encoders name), on, off
              data_path:str=None, # a --list_data dataset's folder; fashion_mnist: its IDX files (searched first)
              list_data:bool=False, # print the datasets known by name (classes, splits, layout) and exit
              list_encoders:bool=False, # print the paper's backbones by name (timm name, size, LP rule, weights), exit
-             device:str=None, # cpu or cuda (default: CUDA when present)
-             workers:int=0, # DataLoader worker processes
              debug:bool=False, # show the traceback of errors
-            ):
+             **kwargs): # the run's options (`_run_options`)
     "Probe a frozen encoder with several probes at once and print their test accuracy, size and training time"
-    given = dict(locals())
     with user_errors('ep_probe', debug):
-        if list_data or list_encoders:
-            with pd.option_context('display.width', 250, 'display.max_colwidth', 120, 'display.max_rows', 500):
-                print((data_table() if list_data else backbone_table()).to_string(index=False)); return
-        if device not in (None, 'cpu', 'cuda') and not str(device).startswith('cuda:'):
-            raise ValueError(f"--device {device!r}: use cpu or cuda")
-        if str(device).startswith('cuda') and not torch.cuda.is_available():
-            raise ValueError("--device cuda: no CUDA device is visible here; use --device cpu")
-        o = apply_recipe(recipe, epochs=epochs, opt=opt, blrs=blrs, accum_bs=accum_bs, stream=stream or None)
-        epochs, opt, stream, accum_bs = (o[k] for k in ('epochs', 'opt', 'stream', 'accum_bs'))
-        given.update(o, pretrained=not random_init, precision='none' if fp32 else precision)
-        learn = run_probing(**{k: v for k, v in given.items() if k in inspect.signature(run_probing).parameters})
-        m, fp = learn.meta, lambda v: 'fp32' if v == 'none' else v
-        print(f"\nep_probe: {m['encoder']} ({m['weights']} weights) on {m['data']} ({len(m['classes'])} classes), "
-              f"layers {m['layers']}, {epochs} epochs, "
-              f"{opt}{f', effective batch {accum_bs}' if accum_bs else ''}{f' (--recipe {recipe})' if recipe else ''}; "
-              f"{'streamed' if stream else 'cached tokens'} "
-              f"({fp(learn.prepared.extract_precision)} extraction, {fp(learn.fit.precision)} heads); "
-              f"{len(learn.heads)} heads "
-              f"({len(learn.results)} probes x their grid points) "
-              f"trained together in {learn.results.train_s.iloc[0]:.1f}s "
-              f"({learn.times['total_s']:.1f}s in all)\n")
-        print(results_table(learn))
-        if m['weights'] == 'random init':
-            print("random init: the encoder's weights are random (--random_init); "
-                  "these numbers are a baseline, not the encoder's")
-        if learn.results.name.eq('gap').any() and any(s.alias == 'lp_gap' for s in learn.specs.values()):
-            print("lp_gap: this encoder has no prefix token ([CLS]), "
-                  "so LP reads the mean of the patch tokens (GAP), as in the paper")
-        if learn.results.get('at_edge', pd.Series(dtype=bool)).any():
-            print("(edge): the chosen learning rate is at the edge of its grid; widen it with --blrs")
-        for kind, b in knn_best(learn.knn or {}).items():
-            print(f"k-NN on {kind}: best top-1 {100 * b['top1']:.2f} (k={b['k']}, T={b['T']:g})")
-        print(f"\nwrote {Path(out).resolve()}: results.csv, results.json, grid.csv (every head's validation curve), "
-              "heads/, log.csv")
+        if list_data or list_encoders: return _print_table(data_table() if list_data else backbone_table())
+        if norm not in _norms: raise ValueError(f"--norm {norm!r}: use {', '.join(_norms)}")
+        o = _run_options(**kwargs); _check_device(o['device'])
+        o.update(apply_recipe(o['recipe'], **{k: o[k] for k in ('epochs', 'opt', 'blrs', 'accum_bs')},
+                              stream=o['stream'] or None))
+        args = dict(o, encoder=encoder, data=data, probes=probes, layers=layers, out=out, checkpoint=checkpoint,
+                    img_size=img_size, data_path=data_path, pretrained=not random_init, norm=_norms[norm],
+                    precision='none' if o['fp32'] else o['precision'])
+        run = run_probing(**{k: v for k, v in args.items() if k in inspect.signature(run_probing).parameters})
+        print(f"\n{_header(run, o)}\n\n{results_table(run)}", *_notes(run), f"\nwrote {Path(out).resolve()}: "
+              "results.csv, results.json, grid.csv (every head's validation curve), heads/, log.csv", sep='\n')
 
 # %% ../nbs/11_pipeline.ipynb #d7d6c89b
 # nbdev wraps `__all__` at 120 columns and then prefixes `__all__ = `; these names, exported with `exporti`

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['split_rows', 'Prepared']
 
-# %% ../nbs/10b_prepare.ipynb #a1b138b2
+# %% ../nbs/10b_prepare.ipynb #1cd71f07
 from pathlib import Path
 import torch
 from torch.utils.data import Subset
@@ -17,7 +17,7 @@ from .datasets import load_data
 from .specs import resolve_specs, build_heads, check_heads
 from .core import resolve_precision
 
-# %% ../nbs/10b_prepare.ipynb #a145cc9d
+# %% ../nbs/10b_prepare.ipynb #74c45f4b
 def _encoder(encoder, layers, precision:str, **kwargs)->FrozenEncoder:
     "`encoder` frozen at `layers` with autocast `precision`: built from a name or model, or a `FrozenEncoder` re-read"
     if not isinstance(encoder, FrozenEncoder):
@@ -25,7 +25,7 @@ def _encoder(encoder, layers, precision:str, **kwargs)->FrozenEncoder:
     enc = FrozenEncoder(encoder.model, layers, encoder.norm, encoder.name, encoder.data_config, precision)
     enc.weights = getattr(encoder, 'weights', 'as given'); return enc
 
-# %% ../nbs/10b_prepare.ipynb #76dcabb5
+# %% ../nbs/10b_prepare.ipynb #2e5a8d07
 def split_rows(train_ds, test_ds, # the train and test datasets
                train_size:int=0, test_size:int=0, # stratified subsets of train and test (0: all)
                valid_pct:float=0.1, # held out from the train subset for model selection
@@ -41,7 +41,7 @@ def split_rows(train_ds, test_ds, # the train and test datasets
     if test_size: test_ds = Subset(test_ds, subset_indices(test_ds, test_size, seed).tolist())
     return tr_idx, va_idx, test_ds
 
-# %% ../nbs/10b_prepare.ipynb #a27fb869
+# %% ../nbs/10b_prepare.ipynb #29f9f9c8
 class Prepared:
     "A run's inputs: frozen encoder, data, seeded stratified train/valid split; DataLoaders of cached tokens or images"
     def __init__(self, encoder='mae_fmnist', # short name, timm model name, an `nn.Module` or a `FrozenEncoder`
@@ -71,7 +71,7 @@ class Prepared:
         self.dim, self.stream, self.bs, self.workers, self.progress = self.enc.embed_dim, stream, bs, workers, progress
         self.cache_dir, self.seed = Path(cache_dir).expanduser(), seed
 
-# %% ../nbs/10b_prepare.ipynb #75cbec9e
+# %% ../nbs/10b_prepare.ipynb #06068204
 @patch(as_prop=True)
 def loaders(self:Prepared)->TokenLoaders:
     "The run's loaders (and caches, unless streamed): the tokens extracted or reused, or the images streamed, once"
@@ -88,7 +88,7 @@ Prepared.train_cache = property(lambda self: self.loaders.train_cache, doc="the 
 Prepared.test_cache = property(lambda self: self.loaders.test_cache, doc="the test set's tokens (None: streamed)")
 Prepared.train_rows = property(lambda self: self.loaders.train_rows, doc="the rows of `train_cache` trained on")
 
-# %% ../nbs/10b_prepare.ipynb #d254d756
+# %% ../nbs/10b_prepare.ipynb #a3e69cc4
 @patch(as_prop=True)
 def meta(self:Prepared)->dict:
     "Facts recorded with every saved head"
@@ -105,7 +105,7 @@ def token_shape(self:Prepared)->tuple:
         self._token_shape = (patch.shape[1], prefix.shape[1], patch.shape[2])
     return self._token_shape
 
-# %% ../nbs/10b_prepare.ipynb #f199440b
+# %% ../nbs/10b_prepare.ipynb #969385fb
 @patch
 def heads(self:Prepared, probes, # a `--probes` value
           **kwargs, # to `specs.resolve_specs`: opt, blrs, blr, lr, batch

@@ -146,7 +146,7 @@ def compare_table(correct:dict, # probe name -> per-image correctness `(n,)` or 
     cols = ['probe', 'top1', 'diff', 'lo', 'hi', 'n01', 'n10', 'p', 'verdict']
     return pd.DataFrame(rows, columns=cols).set_index('probe')
 
-# %% ../nbs/10a_stats.ipynb #ebe7ddca
+# %% ../nbs/10a_stats.ipynb #106b9c04
 def diff_text(diff:float, lo:float, hi:float, # a difference in points and its interval
               digits:int=2)->str:
     "A difference with its interval, as the pages write it: '+0.37 [+0.10, +0.64]'"

@@ -272,7 +272,7 @@ def save_attention_figure(probe:Probe, # a trained probe with attention
     fig = plot_attention_grid(to_display(images, mean, std), up, max_queries=max_queries, titles=titles)
     return save_figure(fig, path)
 
-# %% ../nbs/12_viz.ipynb #93600a6a
+# %% ../nbs/12_viz.ipynb #f32d6c65
 def figure_head(fit)->tuple:
     "`(probe, key)`: the table's first attentive probe and the module key of its chosen grid point, or `(None, None)`"
     key_of = {s.label: k for k, s in fit.specs.items()}
@@ -351,6 +351,23 @@ def check_head(probe:Probe, encoder)->Probe:
                          "use a head such as 'ep' or 'mhca'")
     return probe
 
+# %% ../nbs/12_viz.ipynb #24771c55
+def _attention_pages(probe:Probe, enc, files:list, out:Path, # the head, its encoder, image files, output folder
+                     per_page:int=8, max_queries:int=8)->tuple: # `(pages, maps)`: PNG paths, maps `(B, M, N)`
+    "Draw `files` `per_page` at a time (each titled with its file name and predicted class); all their maps"
+    classes, tf = getattr(probe, 'meta', {}).get('classes'), enc.transform()
+    pages, all_maps = [], []
+    for i in range(0, len(files), per_page):
+        fs = files[i:i + per_page]; x = load_images(fs, tf)
+        patch, prefix = enc(x)
+        with torch.no_grad(): pred = probe(patch, prefix).argmax(-1).tolist()
+        titles = [f"{f.name}\n{classes[k] if classes else k}" for f, k in zip(fs, pred)]
+        png = out/f'attention_{i // per_page:03d}.png'
+        pages.append(save_attention_figure(probe, x, patch, prefix, png, enc.mean, enc.std,
+                                           max_queries=max_queries, titles=titles))
+        all_maps.append(attention_maps(probe, patch, prefix).cpu())
+    return pages, torch.cat(all_maps)
+
 # %% ../nbs/12_viz.ipynb #89e495ba
 @call_parse
 def ep_attention(images:str, # an image file or a folder of images
@@ -370,18 +387,8 @@ def ep_attention(images:str, # an image file or a folder of images
         files = image_files(images)
         enc = load_encoder(encoder, checkpoint, layer, device)
         probe = check_head(load_head(head, device=enc.device), enc)
-        classes, tf, out = getattr(probe, 'meta', {}).get('classes'), enc.transform(), Path(out)
-        pages, all_maps = [], []
-        for i in range(0, len(files), per_page):
-            fs = files[i:i + per_page]; x = load_images(fs, tf)
-            patch, prefix = enc(x)
-            with torch.no_grad(): pred = probe(patch, prefix).argmax(-1).tolist()
-            titles = [f"{f.name}\n{classes[k] if classes else k}" for f, k in zip(fs, pred)]
-            png = out/f'attention_{i // per_page:03d}.png'
-            pages.append(save_attention_figure(probe, x, patch, prefix, png, enc.mean, enc.std,
-                                               max_queries=max_queries, titles=titles))
-            all_maps.append(attention_maps(probe, patch, prefix).cpu())
-        maps = torch.cat(all_maps)                                                    # (B, M, N)
+        out = Path(out)
+        pages, maps = _attention_pages(probe, enc, files, out, per_page, max_queries)      # maps: (B, M, N)
         mean_png = save_figure(plot_mean_maps(maps.mean(0)), out/'mean_maps.png')
         div = dict(images=len(files), head=str(head), encoder=enc.name, **query_diversity(maps))
         write_json(out/'diversity.json', div)
