@@ -91,11 +91,8 @@ _register(
     Backbone('ijepa_vit_huge', 'I-JEPA ViT-H/14', 'vit_huge_patch14_gap_224.in1k_ijepa', 224, 14, 1280, 0, 'gap', 'ep',
              "timm hub: the official IN-1K release (the paper loaded a Beyond [cls] conversion)"))
 
-# %% ../nbs/05a_backbones.ipynb #9de685af
+# %% ../nbs/05a_backbones.ipynb #7f5cc180
 _dinov2, _dinov3 = _hub("torch.hub facebookresearch/dinov2"), _hub("torch.hub facebookresearch/dinov3; DINOv3 licence")
-_radio_ckpt = ("a RADIO checkpoint with its keys under 'radio_model.model.', as timm's RADIO conversion reads them "
-               "(not checked against the v2.5 files)")
-_radio_note = "LP read the [CLS] tokens of 3 teachers concatenated (3C wide); the 'cls' probe here reads the first"
 # Backbone(name, paper name, timm name (.tag), img size, patch, dim, prefix tokens, LP, EP, source, ...)
 _register(
     Backbone('ibot_vit_base', 'iBOT ViT-B/16', 'vit_base_patch16_224', 224, 16, 768, 1, 'cls', 'ep_all', _beyond,
@@ -111,7 +108,14 @@ _register(
     Backbone('dinov3_vit_large', 'DINOv3 ViT-L/16', 'vit_large_patch16_dinov3.lvd1689m', 224, 16, 1024, 5, 'cls',
              'ep_all', _dinov3, norm=True),
     Backbone('dinov3_vit_7b', 'DINOv3 ViT-7B/16', 'vit_7b_patch16_dinov3.lvd1689m', 224, 16, 4096, 5, 'cls', 'ep_all',
-             _dinov3, norm=True),
+             _dinov3, norm=True))
+
+# %% ../nbs/05a_backbones.ipynb #7270776f
+_radio_ckpt = ("a RADIO checkpoint with its keys under 'radio_model.model.', as timm's RADIO conversion reads them "
+               "(not checked against the v2.5 files)")
+_radio_note = "LP read the [CLS] tokens of 3 teachers concatenated (3C wide); the 'cls' probe here reads the first"
+# Backbone(name, paper name, timm name (.tag), img size, patch, dim, prefix tokens, LP, EP, source, ...)
+_register(
     Backbone('franca_vit_large', 'Franca ViT-L/14', 'vit_large_patch14_dinov2', 224, 14, 1024, 1, 'cls', 'ep_all',
              "Franca release v1.0.0 (torch.hub valeoai/Franca, weights='LAION'); not in timm",
              checkpoint="franca_vitl14_Laion600M.pth as released ('teacher', DINOv2 layout: timm converts it)",

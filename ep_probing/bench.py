@@ -110,7 +110,7 @@ def bench_memory(probe, x, prefix, y, steps:int=3, amp:bool=False)->float:
         mbs.append(pm.mb)
     return None if mbs[0] is None else sorted(mbs)[steps // 2]
 
-# %% ../nbs/04b_bench.ipynb #5cce7231
+# %% ../nbs/04b_bench.ipynb #d4e03eef
 def bench_batch(batch_size:int, num_tokens:int, dim:int, num_classes:int,
                 num_prefix:int=1, # prefix tokens `P`
                 device='cpu', seed:int=0)->tuple:
@@ -120,6 +120,7 @@ def bench_batch(batch_size:int, num_tokens:int, dim:int, num_classes:int,
             torch.randn(batch_size, num_prefix, dim, generator=g).to(device),
             torch.randint(0, num_classes, (batch_size,), generator=g).to(device))
 
+# %% ../nbs/04b_bench.ipynb #b72f4725
 def bench_table(cases:dict, # `{label: probe}`, on the batch's device
                 x, prefix, y, # a batch from `bench_batch`
                 steps:int=10, warmup:int=3, amp:bool=False,
@@ -139,6 +140,7 @@ def bench_table(cases:dict, # `{label: probe}`, on the batch's device
         if memory: r['peak_mb'] = bench_memory(cases[r['probe']], x, prefix, y, amp=amp)
     return pd.DataFrame(rows).set_index('probe')
 
+# %% ../nbs/04b_bench.ipynb #2accd3ac
 def bench_probes(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # case names (see `resolve_cases`) or 'all'
                  batch_size:int=64, num_tokens:int=196, dim:int=768, num_classes:int=1000,
                  steps:int=10, warmup:int=3, # timed steps (median) and untimed warm-up steps
@@ -167,7 +169,31 @@ def bench_ratios(df, ref:str='ep')->list:
                    f"{row.fwd_mmacs_per_img / r.fwd_mmacs_per_img:.1f}x its MACs")
     return out
 
-# %% ../nbs/04b_bench.ipynb #e7ac9984
+# %% ../nbs/04b_bench.ipynb #8839aae6
+def _bench_ref(probes:str, # the command's `--probes`
+               ref:str=None, # the command's `--ref`
+              )->str:
+    "The row the ratios are relative to; unknown probe names and a `ref` not benchmarked fail here"
+    cases = list(resolve_cases(probes))                      # unknown names fail here, before any tensor is made
+    ref = ref or ('ep' if 'ep' in cases else cases[0])
+    if ref not in cases:
+        raise ValueError(f"--ref {ref}: not among the benchmarked probes ({', '.join(cases)}); pass one of them")
+    return ref
+
+# %% ../nbs/04b_bench.ipynb #0cb4cb21
+def _print_bench(df, # from `bench_probes`, its shape in `df.attrs`
+                ):
+    "Print a line naming the shape, the device and the machine, then the table `df`"
+    import pandas as pd
+    a = df.attrs
+    with pd.option_context('display.width', 200, 'display.max_columns', 20,
+                           'display.float_format', '{:,.2f}'.format):
+        print(f"ep_bench: B={a['batch_size']} N={a['num_tokens']} C={a['dim']} K={a['num_classes']} on {a['device']}"
+              f" ({torch.get_num_threads()} threads, torch {torch.__version__}, "
+              f"{platform.processor() or platform.machine()}){' bf16' if a['amp'] else ''}")
+        print(df)
+
+# %% ../nbs/04b_bench.ipynb #b35995ea
 @call_parse
 def ep_bench(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # comma-separated or 'all'; ep_value_first: paper's EP
              batch_size:int=64, # B
@@ -187,18 +213,9 @@ def ep_bench(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # comma-separa
         for flag, v, lo in [('batch_size', batch_size, 1), ('num_tokens', num_tokens, 1), ('dim', dim, 1),
                             ('num_classes', num_classes, 1), ('steps', steps, 1), ('warmup', warmup, 0)]:
             check_count(v, flag, lo)
-        cases = list(resolve_cases(probes))                      # unknown names fail here, before any tensor is made
-        ref = ref or ('ep' if 'ep' in cases else cases[0])
-        if ref not in cases:
-            raise ValueError(f"--ref {ref}: not among the benchmarked probes ({', '.join(cases)}); pass one of them")
+        ref = _bench_ref(probes, ref)
         df = bench_probes(probes, batch_size, num_tokens, dim, num_classes, steps, warmup, device, amp)
-        import pandas as pd
-        with pd.option_context('display.width', 200, 'display.max_columns', 20,
-                               'display.float_format', '{:,.2f}'.format):
-            print(f"ep_bench: B={batch_size} N={num_tokens} C={dim} K={num_classes} on {df.attrs['device']}"
-                  f" ({torch.get_num_threads()} threads, torch {torch.__version__}, "
-                  f"{platform.processor() or platform.machine()}){' bf16' if amp else ''}")
-            print(df)
+        _print_bench(df)
         for l in bench_ratios(df, ref): print(l)
         if csv: atomic_write(csv, lambda t: df.to_csv(t)); print(f"wrote {csv}")
 

@@ -77,7 +77,7 @@ def bench_cache(enc, ds, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=32, epochs:in
     return dict(stream_epoch_s=later(stream), cached_epoch_s=later(cached), extract_s=extract_s,
                 ratio=later(stream) / later(cached), stream_epochs=stream, cached_epochs=cached)
 
-# %% ../nbs/11a_bench_train.ipynb #2d504f73
+# %% ../nbs/11a_bench_train.ipynb #9e2b4fb0
 def bench_grid(N:int=49, P:int=1, C:int=192, n:int=9000, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=256, epochs:int=2,
                opt:str='adamw')->dict:
     "Seconds an epoch on `n` cached fp16 tokens `(N, P, C)`: the default grid of `specs` vs one rate each, and in fp32"
@@ -98,6 +98,7 @@ def bench_grid(N:int=49, P:int=1, C:int=192, n:int=9000, specs=('lp', 'gap', 'ep
     return dict(single_epoch_s=t1, grid_epoch_s=tg, ratio=tg / t1, heads=len(grid), probes=len(one), amp=amp,
                 grid_fp32_epoch_s=tf, amp_ratio=tf / tg)
 
+# %% ../nbs/11a_bench_train.ipynb #00d82190
 @torch.no_grad()
 def bench_extract(enc, x:torch.Tensor, bs:int=256, reps:int=2)->dict:
     "Seconds of the frozen encoder's forward over `x` in fp32 and under bf16 autocast, interleaved; median of `reps`"
@@ -167,7 +168,57 @@ def bench_stack(N:int=49, P:int=1, C:int=192, specs=('lp', 'gap', 'ep', 'mhca'),
     return dict(probes=rows, separate_ms=sep, together_ms=best, ratio=sep / best, amp='bf16' if amp else None,
                 device=dev, bs=bs)
 
-# %% ../nbs/11a_bench_train.ipynb #1ddaad3e
+# %% ../nbs/11a_bench_train.ipynb #ef1f4636
+def _joint_text(j:dict, # from `bench_joint`
+                specs:list, # the probes
+               )->str:
+    "The line `ep_bench_train` prints for `bench_joint`"
+    return (f"{j['K']} probes {specs} in one backbone pass: {j['joint_s']:.1f}s; "
+            f"one streaming run each: {j['separate_s']:.1f}s "
+            f"({', '.join(f'{k} {v:.1f}s' for k, v in j['per_probe_s'].items())}); "
+            f"ratio {j['ratio']:.2f}x (ideal {j['K']}x)")
+
+# %% ../nbs/11a_bench_train.ipynb #6957fb91
+def _cache_text(c:dict, # from `bench_cache`
+               )->str:
+    "The line `ep_bench_train` prints for `bench_cache`"
+    return (f"epochs after the first: streaming {c['stream_epoch_s']:.2f}s, cached {c['cached_epoch_s']:.2f}s: "
+            f"{c['ratio']:.1f}x faster with the cache (one-off extraction {c['extract_s']:.1f}s)")
+
+# %% ../nbs/11a_bench_train.ipynb #2285a69b
+def _grid_text(g:dict, # from `bench_grid`
+               specs:list, # the probes
+              )->str:
+    "The two lines `ep_bench_train` prints for `bench_grid`"
+    return (f"the default learning-rate grid of {specs} ({g['heads']} heads) on 9,000 cached tokens "
+            f"of the embedded encoder's shape: {g['grid_epoch_s']:.2f}s an epoch against "
+            f"{g['single_epoch_s']:.2f}s for one head each: "
+            f"{g['ratio']:.2f}x the time for {g['heads'] / g['probes']:.0f}x the heads\n"
+            f"the same grid in fp32: {g['grid_fp32_epoch_s']:.2f}s an epoch; "
+            f"the default precision ({g['amp'] or 'fp32'} autocast) is {g['amp_ratio']:.2f}x faster")
+
+# %% ../nbs/11a_bench_train.ipynb #de33da1b
+def _stack_text(s:dict, # from `bench_stack`
+               )->str:
+    "The line `ep_bench_train` prints for `bench_stack`"
+    return (f"the heads of each probe's default grid computed together "
+            f"(one training step's forward and backward, bs {s['bs']}, {s['amp'] or 'fp32'}, {s['device']}): "
+            + '; '.join(f"{k} {r['heads']} heads {r['separate_ms']:.1f} ms one by one, "
+                        f"{r['together_ms']:.1f} ms together ({r['how']}, {r['ratio']:.2f}x)"
+                        for k, r in s['probes'].items())
+            + f"; all {sum(r['heads'] for r in s['probes'].values())} heads: "
+            f"{s['separate_ms']:.0f} ms one by one, "
+            f"{s['together_ms']:.0f} ms with each probe together where that is faster: {s['ratio']:.2f}x")
+
+# %% ../nbs/11a_bench_train.ipynb #7adf8603
+def _extract_text(e:dict, # from `bench_extract`
+                 )->str:
+    "The line `ep_bench_train` prints for `bench_extract`"
+    return (f"extraction of {e['images']:,} Fashion-MNIST images by the embedded encoder: "
+            f"fp32 {e['fp32_s']:.1f}s, bf16 autocast {e['bf16_s']:.1f}s: "
+            f"{e['ratio']:.2f}x faster in bf16 (native bf16 here: {native_bf16()})")
+
+# %% ../nbs/11a_bench_train.ipynb #ea0de0ca
 @call_parse
 def ep_bench_train(model:str='vit_small_patch16_224', # timm model name (random weights)
                    img_size:int=224, # image size
@@ -188,41 +239,14 @@ def ep_bench_train(model:str='vit_small_patch16_224', # timm model name (random 
         ds, specs = RandomImages(n, img_size, enc.in_chans), [s for s in probes.split(',') if s]
         print(f"ep_bench_train: {model} ({enc.depth} blocks, C={enc.embed_dim}) at {img_size} px, {n} random images, "
               f"bs {bs}, {torch.get_num_threads()} threads, {'cuda' if torch.cuda.is_available() else 'cpu'}")
-        if 'joint' in only:
-            j = bench_joint(enc, ds, specs, bs)
-            print(f"{j['K']} probes {specs} in one backbone pass: {j['joint_s']:.1f}s; "
-                  f"one streaming run each: {j['separate_s']:.1f}s "
-                  f"({', '.join(f'{k} {v:.1f}s' for k, v in j['per_probe_s'].items())}); "
-                  f"ratio {j['ratio']:.2f}x (ideal {j['K']}x)")
-        if 'cache' in only:
-            c = bench_cache(enc, ds, specs, bs, epochs)
-            print(f"epochs after the first: streaming {c['stream_epoch_s']:.2f}s, cached {c['cached_epoch_s']:.2f}s: "
-                  f"{c['ratio']:.1f}x faster with the cache (one-off extraction {c['extract_s']:.1f}s)")
-        if 'grid' in only:
-            g = bench_grid(specs=specs)
-            print(f"the default learning-rate grid of {specs} ({g['heads']} heads) on 9,000 cached tokens "
-                  f"of the embedded encoder's shape: {g['grid_epoch_s']:.2f}s an epoch against "
-                  f"{g['single_epoch_s']:.2f}s for one head each: "
-                  f"{g['ratio']:.2f}x the time for {g['heads'] / g['probes']:.0f}x the heads")
-            print(f"the same grid in fp32: {g['grid_fp32_epoch_s']:.2f}s an epoch; "
-                  f"the default precision ({g['amp'] or 'fp32'} autocast) is {g['amp_ratio']:.2f}x faster")
-        if 'stack' in only:
-            s = bench_stack(specs=specs)
-            print(f"the heads of each probe's default grid computed together "
-                  f"(one training step's forward and backward, bs {s['bs']}, {s['amp'] or 'fp32'}, {s['device']}): "
-                  + '; '.join(f"{k} {r['heads']} heads {r['separate_ms']:.1f} ms one by one, "
-                              f"{r['together_ms']:.1f} ms together ({r['how']}, {r['ratio']:.2f}x)"
-                              for k, r in s['probes'].items())
-                  + f"; all {sum(r['heads'] for r in s['probes'].values())} heads: "
-                  f"{s['separate_ms']:.0f} ms one by one, "
-                  f"{s['together_ms']:.0f} ms with each probe together where that is faster: {s['ratio']:.2f}x")
+        if 'joint' in only: print(_joint_text(bench_joint(enc, ds, specs, bs), specs))
+        if 'cache' in only: print(_cache_text(bench_cache(enc, ds, specs, bs, epochs)))
+        if 'grid' in only: print(_grid_text(bench_grid(specs=specs), specs))
+        if 'stack' in only: print(_stack_text(bench_stack(specs=specs)))
         if 'extract' in only:
             mae = create_encoder('mae_fmnist')
             x = torch.stack([mae.transform()(fmnist_sample('test')[i][0]) for i in range(2000)])
-            e = bench_extract(mae, x)
-            print(f"extraction of {e['images']:,} Fashion-MNIST images by the embedded encoder: "
-                  f"fp32 {e['fp32_s']:.1f}s, bf16 autocast {e['bf16_s']:.1f}s: "
-                  f"{e['ratio']:.2f}x faster in bf16 (native bf16 here: {native_bf16()})")
+            print(_extract_text(bench_extract(mae, x)))
 
 # %% ../nbs/11a_bench_train.ipynb #2198af02
 # nbdev wraps `__all__` at 120 columns and then prefixes `__all__ = `; these names, exported with `exporti`

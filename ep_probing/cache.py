@@ -291,7 +291,55 @@ def _describe(n:int, shapes:dict)->str:
     L, N, C = shapes['patch']
     return f"{n:,} images x {L} layer{'s' * (L > 1)} x ({N}+{shapes['prefix'][1]}) tokens x {C} channels"
 
-# %% ../nbs/07_cache.ipynb #7e2c9d10
+# %% ../nbs/07_cache.ipynb #2d29b593
+def _cache_size(n:int, # images in the dataset
+                shapes:dict, # `{'patch': (L, N, C), 'prefix': (L, P, C), 'labels': ()}`
+                todo:list, # `[(shard, start, end)]` still to extract
+                num_shards:int, # shards in all
+               )->tuple: # (images to extract, their bytes, the size as text)
+    "The images and bytes the shards in `todo` need, and the whole cache's fp16 size as text"
+    # bytes per image, images to do
+    row, m = 2 * (np.prod(shapes['patch']) + np.prod(shapes['prefix'])) + 8, sum(b - a for _, a, b in todo)
+    size = f"{human_bytes(int(row * n))} fp16" + (f", {num_shards - len(todo)}/{num_shards} shards already done"
+                                                  if len(todo) < num_shards else '')
+    return m, int(row * m), size
+
+# %% ../nbs/07_cache.ipynb #9f56b986
+def _start_cache(d:Path, # the cache's folder
+                 bad:dict, # `{damaged shard: what is wrong}`, from `_todo`
+                 meta:dict, # what `meta.json` records
+                ):
+    "Make `d`, remove temporary files left in it, heal the damage `bad`, and write `meta.json`"
+    d.mkdir(parents=True, exist_ok=True)
+    for t in d.glob('.tmp-*'): shutil.rmtree(t, ignore_errors=True) if t.is_dir() else t.unlink(missing_ok=True)
+    if bad: _heal(d, bad)
+    write_json(d/'meta.json', meta)
+
+# %% ../nbs/07_cache.ipynb #a6790ec4
+def _fill_cache(encoder, dataset, transform, # as `extract_features` has them
+                d:Path, # the cache's folder, `root/key`
+                key:str, info:dict, # from `cache_key`
+                shard_size:int, batch_size:int, num_workers:int, progress:bool, # as `extract_features` has them
+               ):
+    "Extract the shards of `d` still to do, write its `meta.json` and then its manifest; report the work done"
+    n, shapes = len(dataset), _token_shapes(encoder, dataset, transform)
+    shards = [(s, min(s + shard_size, n)) for s in range(0, n, shard_size)]
+    todo, bad = _todo(d, shards, shapes)
+    m, nbytes, size = _cache_size(n, shapes, todo, len(shards))
+    bar = progress and interactive()
+    if bar: print(f"feature cache {d}: {_describe(n, shapes)} ({size})")
+    check_free_space(d, nbytes + (1 << 20))
+    _start_cache(d, bad, dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()},
+                              layers=list(encoder.layers)))
+    t0 = time.perf_counter()
+    _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, bar)
+    _write_manifest(d, key, n, len(shards))
+    secs = time.perf_counter() - t0
+    done = (f"extracted {_describe(m, shapes)} in {secs:.1f} s ({m / max(secs, 1e-6):,.0f} img/s)" if m
+            else "nothing to extract")
+    if progress and not bar: print(f"{done} -> {d} ({size})", flush=True)
+
+# %% ../nbs/07_cache.ipynb #936ee0b7
 def extract_features(encoder:FrozenEncoder, # the frozen encoder
                      dataset, # `dataset[i] -> (image, label)`
                      root, # cache root; the cache lives in `root/<key>`
@@ -309,31 +357,10 @@ def extract_features(encoder:FrozenEncoder, # the frozen encoder
     if is_complete(d):
         if not (bad := _damage(d)): return FeatureCache(d, view)                  # checked in full once per process
         _heal(d, bad)
-    n, shapes = len(dataset), _token_shapes(encoder, dataset, transform)
-    shards = [(s, min(s + shard_size, n)) for s in range(0, n, shard_size)]
-    todo, bad = _todo(d, shards, shapes)
-    # bytes per image, images to do
-    row, m = 2 * (np.prod(shapes['patch']) + np.prod(shapes['prefix'])) + 8, sum(b - a for _, a, b in todo)
-    size = f"{human_bytes(int(row * n))} fp16" + (f", {len(shards) - len(todo)}/{len(shards)} shards already done"
-                                                  if len(todo) < len(shards) else '')
-    bar = progress and interactive()
-    if bar: print(f"feature cache {d}: {_describe(n, shapes)} ({size})")
-    check_free_space(d, int(row * m) + (1 << 20))
-    d.mkdir(parents=True, exist_ok=True)
-    for t in d.glob('.tmp-*'): shutil.rmtree(t, ignore_errors=True) if t.is_dir() else t.unlink(missing_ok=True)
-    if bad: _heal(d, bad)
-    write_json(d/'meta.json', dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()},
-                                    layers=list(encoder.layers)))
-    t0 = time.perf_counter()
-    _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, bar)
-    _write_manifest(d, key, n, len(shards))
-    secs = time.perf_counter() - t0
-    done = (f"extracted {_describe(m, shapes)} in {secs:.1f} s ({m / max(secs, 1e-6):,.0f} img/s)" if m
-            else "nothing to extract")
-    if progress and not bar: print(f"{done} -> {d} ({size})", flush=True)
+    _fill_cache(encoder, dataset, transform, d, key, info, shard_size, batch_size, num_workers, progress)
     return FeatureCache(d, view)
 
-# %% ../nbs/07_cache.ipynb #161c3499
+# %% ../nbs/07_cache.ipynb #85f30845
 def _fp16(t:torch.Tensor, # tokens of a batch `(B, ...)`, fp32
           start:int, # dataset index of the batch's first item
          )->np.ndarray:
@@ -352,6 +379,7 @@ def _fp16(t:torch.Tensor, # tokens of a batch `(B, ...)`, fp32
                      "check those images (NaN/inf pixels) and the encoder's weights, "
                      "or extract without `amp` (fp16 autocast can overflow)")
 
+# %% ../nbs/07_cache.ipynb #9f1e2e21
 def _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers):
     "Yield `(shard, buffers, done)` after each batch; buffers hold the shard's fp16 tokens and labels"
     for i, a, b in todo:
@@ -365,6 +393,7 @@ def _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers)
             buf['labels'][s:e] = y.numpy(); s = e
             yield i, buf, s == b - a
 
+# %% ../nbs/07_cache.ipynb #6aadadc6
 def _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, bar):
     "Run the encoder over the shards in `todo`, write each atomically, count it checked in full; `bar`: a progress bar"
     total = sum(-(-(b - a) // batch_size) for _, a, b in todo)

@@ -267,7 +267,7 @@ def precheck(argv:list, # the command's arguments, `sys.argv[1:]`
         if not eq: v = argv[i + 1] if i + 1 < len(argv) else None
         if v is not None: checks[k[2:]](v)
 
-# %% ../nbs/00_core.ipynb #25180c39
+# %% ../nbs/00_core.ipynb #c51da86f
 def check_seeds(v)->tuple:
     "`v` ('0,1,2') as distinct non-negative integer seeds"
     sd = tuple(s.strip() for s in str(v).split(','))
@@ -275,6 +275,7 @@ def check_seeds(v)->tuple:
         raise ValueError(f"--seeds {v}: give distinct non-negative integers separated by commas, e.g. 0,1,2")
     return tuple(map(int, sd))
 
+# %% ../nbs/00_core.ipynb #0a541073
 def _counts(**lo): return {k: (lambda v, k=k, n=n: check_count(v, k, n)) for k, n in lo.items()}
 
 command_flags = dict(               # per command: the flags checked before torch loads (the rest after)
@@ -285,6 +286,7 @@ command_flags = dict(               # per command: the flags checked before torc
     ep_experiment={**{k: run_flags[k] for k in ('epochs', 'bs', 'train_size', 'test_size', 'blr')},
                    'seeds': check_seeds})
 
+# %% ../nbs/00_core.ipynb #8bb0c363
 def console(cmd:str, # the command, e.g. 'ep_bench'
             func:str, # where its `call_parse` function lives: 'module:name' in ep_probing
            ):

@@ -55,10 +55,7 @@ def fmnist_dirs(path:str|Path=None, # a directory the user gives (`--data_path`)
     "Where the Fashion-MNIST IDX files are looked for: `path`, the Debian package's directory, the user cache"
     return ([Path(path).expanduser()] if path is not None else []) + [fmnist_debian_dir, fmnist_cache_dir()]
 
-# %% ../nbs/06_data.ipynb #1cb7240d
-#| export
-
-# %% ../nbs/06_data.ipynb #46fa7b0a
+# %% ../nbs/06_data.ipynb #d9252419
 fmnist_url = 'http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/'
 fmnist_sha256 = {  # Zalando's original files (see above for how they were checked)
     'train-images-idx3-ubyte.gz': '3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84',
@@ -66,6 +63,7 @@ fmnist_sha256 = {  # Zalando's original files (see above for how they were check
     't10k-images-idx3-ubyte.gz': '346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073',
     't10k-labels-idx1-ubyte.gz': '67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5'}
 
+# %% ../nbs/06_data.ipynb #8bdb5fe8
 def _urlsave(url, dest, progress=True):
     "`fastcore.net.urlsave` with a progress bar that appears once the server answers"
     from fastcore.net import urlsave
@@ -78,6 +76,21 @@ def _urlsave(url, dest, progress=True):
         pbar.update(min(count*bsize, tsize))
     return urlsave(url, dest, reporthook=hook if progress else None, timeout=60)
 
+# %% ../nbs/06_data.ipynb #1ea7d498
+def _fetch_checked(fn:Path, # the file to make: `dest/name`, with `name` a key of `fmnist_sha256`
+                   progress:bool=True, # show a progress bar
+                  ):
+    "Download `fmnist_url + fn.name` to `fn`, checked against `fmnist_sha256`; nothing is left behind when it fails"
+    tmp = fn.parent/(fn.name+'.download')
+    try:
+        _urlsave(fmnist_url+fn.name, tmp, progress)
+        if (h := file_sha256(tmp)) != fmnist_sha256[fn.name]:
+            raise OSError(f"{fmnist_url+fn.name} has SHA-256 {h}, not {fmnist_sha256[fn.name]}; it was deleted")
+        tmp.replace(fn)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+# %% ../nbs/06_data.ipynb #527b149f
 def fmnist_download(split:str='train', # 'train' or 'test'
                     dest:str|Path=None, # directory to download into (default: `fmnist_cache_dir()`)
                     progress:bool=True, # show a progress bar
@@ -86,15 +99,7 @@ def fmnist_download(split:str='train', # 'train' or 'test'
     dest, out = Path(dest or fmnist_cache_dir()), []
     for stem in _fmnist_stems[split]:
         fn = dest/(stem+'.gz')
-        if not fn.is_file():
-            tmp = dest/(fn.name+'.download')
-            try:
-                _urlsave(fmnist_url+fn.name, tmp, progress)
-                if (h := file_sha256(tmp)) != fmnist_sha256[fn.name]:
-                    raise OSError(f"{fmnist_url+fn.name} has SHA-256 {h}, not {fmnist_sha256[fn.name]}; it was deleted")
-                tmp.replace(fn)
-            finally:
-                tmp.unlink(missing_ok=True)
+        if not fn.is_file(): _fetch_checked(fn, progress)
         out.append(fn)
     return tuple(out)
 

@@ -149,7 +149,7 @@ class DatasetInfo:
     read:Callable # `(root, split, channels) -> Labelled`, split 'train' or 'test'
     needs:tuple=() # packages its reader needs besides torchvision
 
-# %% ../nbs/06a_datasets.ipynb #ff7be272
+# %% ../nbs/06a_datasets.ipynb #417421b7
 def _dl(cls:str, args:str='')->str: return f"download once with torchvision.datasets.{cls}(ROOT{args}, download=True)"
 
 dataset_registry = dict(
@@ -168,7 +168,10 @@ dataset_registry = dict(
         'ROOT/stanford_cars/{cars_train/,cars_test/,cars_test_annos_withlabels.mat,'
         'devkit/{cars_meta.mat,cars_train_annos.mat}}',
         'the original site is gone and torchvision cannot download it: put a copy of these files there',
-        _stanford_cars, ('scipy',)),
+        _stanford_cars, ('scipy',)))
+
+# %% ../nbs/06a_datasets.ipynb #c3f5f8ce
+dataset_registry.update(
     food101=DatasetInfo('Food-101', 101, 75_750, 25_250, 'train vs test', 'food-101',
         'ROOT/food-101/{meta/{train,test}.json,images/<class>/<id>.jpg}', _dl('Food101'),
         _tv(tvd.Food101, ('train',), ('test',))),
@@ -358,24 +361,16 @@ def data_table():
     return pd.DataFrame([{'name': k, 'classes': i.num_classes, 'train size': i.train_size, 'test size': i.test_size,
                           'test split': i.split, 'layout': i.layout} for k, i in dataset_registry.items()])
 
-# %% ../nbs/06a_datasets.ipynb #bf1e80a4
+# %% ../nbs/06a_datasets.ipynb #2541121f
 data_names = {
     'fashion_mnist_sample': 'the embedded Fashion-MNIST sample (1,000 train images per class, the 10,000 test images)',
     'fashion_mnist': 'the full Fashion-MNIST (60,000 + 10,000 images)'}
 
-def load_data(data:str='fashion_mnist_sample', # `data_names`, `dataset_registry`, hf:PATH or a folder (train/, test/)
-              data_path:str=None, # dataset folder (`dataset_registry`); Fashion-MNIST: its IDX files (searched first)
-              channels:int=None, # convert images to 1 or 3 channels
-             )->tuple: # (train, test, class names, name)
-    "The train and test datasets of `data`"
-    if data == 'fashion_mnist_sample':
-        tr, te = fmnist_sample('train'), fmnist_sample('test')
-        return tr, te, list(tr.classes), data
-    if data in ('fashion_mnist', 'fmnist'):
-        tr, te = FashionMNIST('train', data_path), FashionMNIST('test', data_path)
-        return tr, te, list(tr.classes), 'fashion_mnist'
-    # the paper's, by name
-    if data in dataset_registry or data.startswith('hf:'): return tuple(load_named(data, data_path, channels))
+# %% ../nbs/06a_datasets.ipynb #942a0e37
+def _load_folder(data:str, # `--data`: a folder holding train/<class>/* and test/<class>/* (or val/, valid/)
+                 channels:int=None, # convert images to 1 or 3 channels
+                )->tuple: # (train, test, class names, name)
+    "The train and test datasets of an image folder, or a `ValueError` saying what `--data` may be"
     root = Path(data).expanduser()
     if not root.is_dir():
         raise ValueError(f"--data {data!r} is not a dataset name ({', '.join([*data_names, *dataset_registry])}; "
@@ -389,6 +384,22 @@ def load_data(data:str='fashion_mnist_sample', # `data_names`, `dataset_registry
     if tr.classes != te.classes:
         raise ValueError(f"train classes {tr.classes} differ from {test_dir.name} classes {te.classes}")
     return tr, te, list(tr.classes), f'folder:{root.resolve()}'
+
+# %% ../nbs/06a_datasets.ipynb #b9c628ed
+def load_data(data:str='fashion_mnist_sample', # `data_names`, `dataset_registry`, hf:PATH or a folder (train/, test/)
+              data_path:str=None, # dataset folder (`dataset_registry`); Fashion-MNIST: its IDX files (searched first)
+              channels:int=None, # convert images to 1 or 3 channels
+             )->tuple: # (train, test, class names, name)
+    "The train and test datasets of `data`"
+    if data == 'fashion_mnist_sample':
+        tr, te = fmnist_sample('train'), fmnist_sample('test')
+        return tr, te, list(tr.classes), data
+    if data in ('fashion_mnist', 'fmnist'):
+        tr, te = FashionMNIST('train', data_path), FashionMNIST('test', data_path)
+        return tr, te, list(tr.classes), 'fashion_mnist'
+    # the paper's, by name
+    if data in dataset_registry or data.startswith('hf:'): return tuple(load_named(data, data_path, channels))
+    return _load_folder(data, channels)
 
 # %% ../nbs/06a_datasets.ipynb #bde81127
 # nbdev wraps `__all__` at 120 columns and then prefixes `__all__ = `; these names, exported with `exporti`

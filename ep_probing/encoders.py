@@ -22,7 +22,7 @@ from .core import resolve_precision, precision_dtype, asset_path
 
 encoder_registry = {}  # short name -> builder, filled in 'Embedded encoders' below
 
-# %% ../nbs/05_encoders.ipynb #78db6309
+# %% ../nbs/05_encoders.ipynb #e48361f6
 def _cfg(model): return getattr(model, 'pretrained_cfg', None) or {}
 
 # where training scripts keep the weights: timm, MAE, DINO/iBOT, DDP
@@ -39,6 +39,7 @@ def unwrap_state_dict(sd:dict)->dict:
         return k
     return {strip(k): v for k, v in sd.items()}
 
+# %% ../nbs/05_encoders.ipynb #8b300c6a
 def load_state_dict_file(path, # a `.safetensors` file, or a torch file (`.pth`, `.pt`, `.bin`)
                         )->dict:
     "The tensors of a local checkpoint, as the original projects save them too (see `unwrap_state_dict`)"
@@ -93,10 +94,22 @@ def load_weights(model:nn.Module, # the model to load into
                       f"ignored {len(unexpected)} not in the model, e.g. {unexpected[:3]}")
     return model
 
-# %% ../nbs/05_encoders.ipynb #d1a032b3
+# %% ../nbs/05_encoders.ipynb #2560ddde
 _other_weights = ("pass a local .safetensors/.pth file (checkpoint=..., --checkpoint) "
                   "or ask for random weights (pretrained=False, --random_init)")
 
+def _in_cache(cfg, # timm's pretrained config of a model, `get_pretrained_cfg(name)`
+             )->bool:
+    "Are `cfg`'s weights already on this machine: its `file`, or in the Hugging Face Hub's or torch hub's cache?"
+    cached = cfg.file is not None and Path(cfg.file).exists()
+    if cfg.hf_hub_id:
+        from huggingface_hub import try_to_load_from_cache
+        files = ('model.safetensors', 'pytorch_model.bin', 'open_clip_model.safetensors', 'open_clip_pytorch_model.bin')
+        cached = cached or any(isinstance(try_to_load_from_cache(cfg.hf_hub_id.split('@')[0], f), str) for f in files)
+    if cfg.url: cached = cached or (Path(torch.hub.get_dir())/'checkpoints'/Path(urlparse(cfg.url).path).name).exists()
+    return cached
+
+# %% ../nbs/05_encoders.ipynb #b618c4cf
 def pretrained_source(name:str)->dict:
     "Where timm fetches `name`'s pretrained weights: its tag, host, and whether they are already in the local cache"
     arch = name.split('.')[0]
@@ -105,16 +118,12 @@ def pretrained_source(name:str)->dict:
                                           f"{timm.list_pretrained(arch + '.*')[:8] or 'none'}") from None
     if cfg is None or cfg.tag == 'untrained' or not (cfg.hf_hub_id or cfg.url or cfg.file):
         raise ValueError(f"{name!r} has no pretrained weights in timm; {_other_weights}")
-    cached = cfg.file is not None and Path(cfg.file).exists()
-    if cfg.hf_hub_id:
-        from huggingface_hub import try_to_load_from_cache
-        files = ('model.safetensors', 'pytorch_model.bin', 'open_clip_model.safetensors', 'open_clip_pytorch_model.bin')
-        cached = cached or any(isinstance(try_to_load_from_cache(cfg.hf_hub_id.split('@')[0], f), str) for f in files)
-    if cfg.url: cached = cached or (Path(torch.hub.get_dir())/'checkpoints'/Path(urlparse(cfg.url).path).name).exists()
+    cached = _in_cache(cfg)
     url = os.environ.get('HF_ENDPOINT', 'https://huggingface.co') if cfg.hf_hub_id else cfg.url or ''
     host = urlparse(url).hostname
     return dict(tag=cfg.tag, host=host, cached=cached)
 
+# %% ../nbs/05_encoders.ipynb #09f802b6
 def reachable(host:str, timeout:float=3.0)->bool:
     "Can a connection to `host`'s HTTPS port be opened (and is the Hugging Face Hub not set offline)?"
     if not host or (host.endswith('huggingface.co') and os.environ.get('HF_HUB_OFFLINE', '') not in ('', '0')):
@@ -122,6 +131,7 @@ def reachable(host:str, timeout:float=3.0)->bool:
     try: socket.create_connection((host, 443), timeout=timeout).close(); return True
     except OSError: return False
 
+# %% ../nbs/05_encoders.ipynb #991aa0ef
 @delegates(timm.create_model)
 def timm_model(name:str, # a timm model name, e.g. 'vit_small_patch16_224.dino'
                pretrained:bool=True, # its pretrained weights (the local cache, else a download); False: random weights
@@ -383,7 +393,42 @@ def _timm_at_size(name, img_size, **kwargs):
         if "'img_size'" not in str(e): raise
         return timm_model(name, **kwargs)
 
-# %% ../nbs/05_encoders.ipynb #8667a737
+# %% ../nbs/05_encoders.ipynb #ef7953f4
+def _build_encoder(model, # as given to `create_encoder`
+                   arch, # the timm name to build: a leaderboard name's, else `model`
+                   name, # the encoder's name: the leaderboard name, else `model`
+                   layers, norm:bool, pretrained:bool, checkpoint, precision, img_size, # as `create_encoder` has them
+                   kwargs:dict, # for the short name's builder or `timm.create_model`
+                  )->tuple: # `(FrozenEncoder, where its weights came from)`
+    "The `FrozenEncoder` of a model object, a short name (`encoder_registry`) or a timm name, and its weights' source"
+    if isinstance(model, nn.Module): enc, weights = FrozenEncoder(model, layers, norm, precision=precision), 'as given'
+    elif isinstance(model, str) and model in encoder_registry:
+        f = encoder_registry[model]
+        if img_size is not None and 'img_size' in inspect.signature(f).parameters: kwargs['img_size'] = img_size
+        m, cfg = f(**kwargs)
+        enc = FrozenEncoder(m, layers, norm, name=model, data_config=cfg, precision=precision, prune=True)
+        weights = 'shipped'
+    elif isinstance(model, str):
+        m = _timm_at_size(arch, img_size, pretrained=pretrained, checkpoint=checkpoint, **kwargs)
+        enc = FrozenEncoder(m, layers, norm, name=name, precision=precision, prune=True)
+        weights = (f"checkpoint {Path(checkpoint).name}" if checkpoint is not None
+                   else 'pretrained' if pretrained else 'random init')
+    else: raise ValueError(f"model={model!r}: pass a short name {list(encoder_registry)}, "
+                           "a timm model name or an nn.Module")
+    return enc, weights
+
+# %% ../nbs/05_encoders.ipynb #e34b5c7b
+def _fit_img_size(enc, # a `FrozenEncoder`
+                  img_size, # int or `(h, w)`
+                 ):
+    "Check that `enc`'s model takes `img_size` images, and set its data config's input size to it"
+    fixed = _fixed_img_size(enc.model)
+    if fixed not in (None, _pair(img_size)):
+        raise ValueError(f"img_size={img_size!r}: {enc.name} takes {fixed} images only; build it at that size "
+                         "(or pass a timm name, or a model made with dynamic_img_size=True)")
+    enc.data_config = {**enc.data_config, 'input_size': (enc.in_chans, *_pair(img_size))}
+
+# %% ../nbs/05_encoders.ipynb #0477dc45
 @delegates(timm.create_model, keep=True)
 def create_encoder(model, # a short name (`encoder_registry`, `backbone_registry`), a timm name or an `nn.Module`
                    layers=-1, # block index, indices or text ('-1', '0,3,5', 'all'); negative counts from the end
@@ -402,25 +447,7 @@ def create_encoder(model, # a short name (`encoder_registry`, `backbone_registry
         name, (arch, img_size, kwargs) = b.name, b.timm_args(pretrained, checkpoint, img_size, **kwargs)
     # the paper read normed tokens for DINOv2, CLIP...
     norm = bool(b.norm) if norm is None and b is not None else bool(norm)
-    if isinstance(model, nn.Module): enc, weights = FrozenEncoder(model, layers, norm, precision=precision), 'as given'
-    elif isinstance(model, str) and model in encoder_registry:
-        f = encoder_registry[model]
-        if img_size is not None and 'img_size' in inspect.signature(f).parameters: kwargs['img_size'] = img_size
-        m, cfg = f(**kwargs)
-        enc = FrozenEncoder(m, layers, norm, name=model, data_config=cfg, precision=precision, prune=True)
-        weights = 'shipped'
-    elif isinstance(model, str):
-        m = _timm_at_size(arch, img_size, pretrained=pretrained, checkpoint=checkpoint, **kwargs)
-        enc = FrozenEncoder(m, layers, norm, name=name, precision=precision, prune=True)
-        weights = (f"checkpoint {Path(checkpoint).name}" if checkpoint is not None
-                   else 'pretrained' if pretrained else 'random init')
-    else: raise ValueError(f"model={model!r}: pass a short name {list(encoder_registry)}, "
-                           "a timm model name or an nn.Module")
+    enc, weights = _build_encoder(model, arch, name, layers, norm, pretrained, checkpoint, precision, img_size, kwargs)
     enc.weights = weights                         # where the weights came from: reports say 'random init'
-    if img_size is not None:
-        fixed = _fixed_img_size(enc.model)
-        if fixed not in (None, _pair(img_size)):
-            raise ValueError(f"img_size={img_size!r}: {enc.name} takes {fixed} images only; build it at that size "
-                             "(or pass a timm name, or a model made with dynamic_img_size=True)")
-        enc.data_config = {**enc.data_config, 'input_size': (enc.in_chans, *_pair(img_size))}
+    if img_size is not None: _fit_img_size(enc, img_size)
     return enc.to(device) if device is not None else enc

@@ -349,7 +349,31 @@ def select_heads(r, # one row per head (`_results`): `group`, `top1` and the `op
     out.index.name = 'probe'
     return out.drop(columns=[c for c in out if c.startswith('opt_') or c == 'group'])
 
-# %% ../nbs/09a_fit.ipynb #411c8083
+# %% ../nbs/09a_fit.ipynb #27a3220a
+def _check_fit(dls, # the `DataLoaders` to fit on
+               epochs:int, # training epochs
+              ):
+    "A `ValueError` when the schedule has no epoch or the training `DataLoader` no batch"
+    if epochs < 1:
+        raise ValueError(f"epochs={epochs}: the schedule needs at least one epoch (and at least one batch per epoch)")
+    if len(dls.train) == 0:
+        raise ValueError(f"the training DataLoader has no batches ({len(dls.train_ds)} items, batch size "
+                         f"{dls.train.bs}, drop_last={dls.train.drop_last}); use a smaller batch size")
+
+# %% ../nbs/09a_fit.ipynb #32d0c00f
+def _fit_callbacks(dls, # the `DataLoaders` to fit on
+                   specs:dict, # the learner's `{key: ProbeSpec}`
+                   out, seed:int, pct_warmup:float, meta:dict, cbs:list, # as `fit_probes` has them (`out` prepared)
+                   accum_bs:int=None, # images per optimiser step, as `probe_learner` takes it
+                  )->list:
+    "The callbacks of a fit: `SeedEpoch`, the warm-up cosine schedule, `BestHeads`, `cbs`, gradient accumulation"
+    cbs = [SeedEpoch(seed), ParamScheduler({'lr': warmup_cosine([s.peak_lr for s in specs.values()], pct_warmup)}),
+           BestHeads(out and out/'.partial', meta=meta, specs=specs)] + list(cbs or [])
+    if (n_acc := accum_bs) and n_acc > dls.train.bs * max(num_distrib(), 1):
+        cbs.append(GradientAccumulation(n_acc // max(num_distrib(), 1)))      # fastai's: counts this rank's images
+    return cbs
+
+# %% ../nbs/09a_fit.ipynb #e0f41ee0
 def fit_probes(dls, specs:list, num_classes:int, dim:int,
                epochs:int=10, # training epochs
                out=None, # output folder (heads, logs, results); None: keep everything in memory
@@ -365,19 +389,12 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
                **kwargs, # to `probe_learner`: encoder, layer_order, depth, opt, blr, lr, blrs, wd, accum_bs, heads
               )->ProbeFit:
     "Train the probes of `specs` together; return their `ProbeFit`: the learner with the best heads loaded, the tables"
-    if epochs < 1:
-        raise ValueError(f"epochs={epochs}: the schedule needs at least one epoch (and at least one batch per epoch)")
-    if len(dls.train) == 0:
-        raise ValueError(f"the training DataLoader has no batches ({len(dls.train_ds)} items, batch size "
-                         f"{dls.train.bs}, drop_last={dls.train.drop_last}); use a smaller batch size")
+    _check_fit(dls, epochs)
     torch.manual_seed(seed)
     learn = probe_learner(dls, specs, num_classes, dim, **kwargs)
     rank0, specs = rank_distrib() == 0, learn.model.specs
     out = (prepare_out(out) if rank0 else Path(out)) if out is not None else None
-    cbs = [SeedEpoch(seed), ParamScheduler({'lr': warmup_cosine([s.peak_lr for s in specs.values()], pct_warmup)}),
-           BestHeads(out and out/'.partial', meta=meta, specs=specs)] + list(cbs or [])
-    if (n_acc := kwargs.get('accum_bs')) and n_acc > dls.train.bs * max(num_distrib(), 1):
-        cbs.append(GradientAccumulation(n_acc // max(num_distrib(), 1)))      # fastai's: counts this rank's images
+    cbs = _fit_callbacks(dls, specs, out, seed, pct_warmup, meta, cbs, kwargs.get('accum_bs'))
     opts = _run_options(learn, seed=seed, epochs=epochs, pct_warmup=pct_warmup, precision=precision, meta=meta,
                         **kwargs)
     with (out_lock(out) if out is not None and rank0 else contextlib.nullcontext()):

@@ -20,7 +20,7 @@ def global_features(patch:torch.Tensor, # patch tokens `(B, N, C)`
         raise ValueError("kind='cls' needs prefix tokens ([CLS]); this encoder has none, use kind='gap'")
     return prefix[:, 0].float()
 
-# %% ../nbs/10_knn.ipynb #9ab83619
+# %% ../nbs/10_knn.ipynb #9111efbb
 def _neighbours(train_feats, train_labels, test_feats, kmax:int, chunk:int):
     "Per block of test images: its start, cosine similarities `(b, kmax)` and labels of the `kmax` nearest"
     tr = F.normalize(train_feats.float(), dim=-1)
@@ -28,10 +28,12 @@ def _neighbours(train_feats, train_labels, test_feats, kmax:int, chunk:int):
         s, idx = (F.normalize(test_feats[i:i+chunk].float(), dim=-1) @ tr.T).topk(kmax, -1)   # (b, kmax)
         yield i, s, train_labels[idx]
 
+# %% ../nbs/10_knn.ipynb #d052ca74
 def _vote(s, nl, k:int, T:float, K:int)->torch.Tensor:
     "The class with the most `exp(s/T)`-weighted votes among the `k` nearest `(b,)`"
     return torch.zeros(len(s), K).scatter_add_(1, nl[:, :k], (s[:, :k] / T).exp()).argmax(-1)
 
+# %% ../nbs/10_knn.ipynb #fbcb6e63
 def knn_sweep(train_feats:torch.Tensor, # `(n, C)`
               train_labels:torch.Tensor, # `(n,)` integer labels
               test_feats:torch.Tensor, # `(m, C)`

@@ -23,6 +23,7 @@ from fastai.data.load import DataLoader
 from fastai.learner import Learner
 from fastai.optimizer import Adam
 from functools import partial
+from types import SimpleNamespace
 from .core import (atomic_write, write_json, asset_path, precisions, command_line,
                           user_errors, check_count, check_lr, check_fraction)
 from .engine import warmup_cosine, SeedEpoch, Checkpoint, AppendCSVLogger, load_checkpoint, fit_learner
@@ -245,10 +246,77 @@ def load_encoder(stem:str|Path, # `{stem}.safetensors` and `{stem}.json`
 # the embedded encoder: `.safetensors` + `.json`
 mae_fmnist_stem = asset_path('mae_fmnist_vit')
 
-# %% ../nbs/08_mae.ipynb #e80bed13
+# %% ../nbs/08_mae.ipynb #dae9cac9
 def _versions(): return dict(torch=torch.__version__, timm=timm.__version__, python=sys.version.split()[0])
 
-# %% ../nbs/08_mae.ipynb #74c014f1
+# %% ../nbs/08_mae.ipynb #853e01b3
+def _check_pretrain(a:dict, # `ep_pretrain`'s arguments by name
+                   )->str: # the precision to train in
+    "Check `ep_pretrain`'s arguments, with an error naming the flag; the precision asked for"
+    flag, precision = ('--amp', a['amp']) if a['amp'] is not None else ('--precision', a['precision'])
+    if precision not in precisions: raise ValueError(f"{flag} {precision!r}: use {', '.join(precisions)}")
+    if precision == 'fp16' and not torch.cuda.is_available():
+        raise ValueError(f"{flag} fp16 needs CUDA; on the CPU use bf16 or none")
+    for flag, lo in [('epochs', 1), ('bs', 1), ('warmup', 0), ('seed', 0), ('patch_size', 1), ('embed_dim', 1),
+                     ('depth', 1), ('num_heads', 1), ('decoder_dim', 1), ('decoder_depth', 1),
+                     ('decoder_num_heads', 1)]:
+        check_count(a[flag], flag, lo)
+    if a['limit'] is not None: check_count(a['limit'], 'limit', 1)
+    check_lr(a['lr'], '--lr'); check_fraction(a['mask_ratio'], 'mask_ratio')
+    if not (math.isfinite(a['wd']) and a['wd'] >= 0):
+        raise ValueError(f"--wd {a['wd']}: weight decay must be a finite number of at least 0, e.g. 0.05")
+    return precision
+
+# %% ../nbs/08_mae.ipynb #e6343ae2
+def _fmnist_images(data:str=None, # directory with the IDX files (default: the Debian package's)
+                   limit:int=None, # keep only the first `limit` images
+                  )->tuple: # (dataset, images `(N, 1, 28, 28)` uint8, pixel mean, pixel std)
+    "The Fashion-MNIST train images `ep_pretrain` trains on, and their pixel mean and std in [0, 1]"
+    from ep_probing.data import FashionMNIST
+    ds = FashionMNIST('train', data)
+    images = ds.images[:limit, None]  # (N, 1, 28, 28) uint8
+    x = images.float() / 255; mean, std = round(x.mean().item(), 4), round(x.std().item(), 4)
+    return ds, images, mean, std
+
+# %% ../nbs/08_mae.ipynb #6a052e0b
+def _pretrain_meta(args:dict, # `ep_pretrain`'s arguments by name
+                   kw:dict, # the encoder's `model_kwargs`
+                   mean:float, std:float, # the pixel mean and std of the training images
+                   n:int, # training images
+                   data_sha256:str, # the dataset's checksum
+                  )->dict:
+    "The json saved beside the encoder: `model_kwargs`, `mean`, `std` and the run's provenance"
+    return dict(model_kwargs=kw, mean=[mean], std=[std], provenance=dict(
+        command=command_line(ep_pretrain, args), args=args, seed=args['seed'], epochs=args['epochs'],
+        data=f"Fashion-MNIST train, {n} images", data_sha256=data_sha256, versions=_versions(),
+        device='cuda' if torch.cuda.is_available() else 'cpu', threads=torch.get_num_threads()))
+
+# %% ../nbs/08_mae.ipynb #10c73e7e
+def _pretrain(args:dict, # `ep_pretrain`'s arguments by name, checked by `_check_pretrain`
+              precision:str, # the precision `_check_pretrain` gave
+             )->dict: # the json written beside the weights
+    "Pretrain the MAE that `args` describe; the encoder and its json are saved after every epoch"
+    from fastai.torch_core import rank_distrib
+    a = SimpleNamespace(**args)
+    if a.threads: torch.set_num_threads(a.threads)
+    ck = Path(a.out + '.ckpt')
+    if a.restart and ck.exists(): ck.unlink()
+    ds, images, mean, std = _fmnist_images(a.data, a.limit)
+    kw = dict(img_size=images.shape[-1], patch_size=a.patch_size, in_chans=1, embed_dim=a.embed_dim, depth=a.depth,
+              num_heads=a.num_heads, num_classes=0)
+    torch.manual_seed(a.seed)
+    mae = MaskedAutoencoder(VisionTransformer(**kw), a.decoder_dim, a.decoder_depth, a.decoder_num_heads, a.mask_ratio)
+    meta = _pretrain_meta(args, kw, mean, std, len(images), ds.sha256)
+    def on_epoch(epoch, losses, times):
+        meta['provenance'].update(epochs_done=epoch + 1, loss_curve=[round(l, 5) for l in losses],
+                                  epoch_seconds=[round(t, 1) for t in times], wall_seconds=round(sum(times), 1))
+        if rank_distrib() == 0: save_encoder(mae.encoder, a.out, meta)
+    mae_train(mae, images, a.epochs, [mean], [std], bs=a.bs, lr=a.lr, wd=a.wd, warmup=a.warmup, seed=a.seed, ckpt=ck,
+              on_epoch=on_epoch,
+              precision=precision)
+    return meta
+
+# %% ../nbs/08_mae.ipynb #64afd335
 @call_parse
 def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{out}.json`, checkpoint `{out}.ckpt`
                 data:str=None, # directory with the Fashion-MNIST IDX files (default: the Debian package's)
@@ -274,46 +342,9 @@ def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{
                 debug:bool=False, # show tracebacks of user errors
                )->dict: # the json written beside the weights
     "Pretrain a timm ViT on Fashion-MNIST as a masked autoencoder"
-    from ep_probing.data import FashionMNIST
-    from fastai.torch_core import rank_distrib
     import inspect
     args = {k: v for k, v in locals().items() if k in inspect.signature(ep_pretrain).parameters and k != 'debug'}
-    with user_errors('ep_pretrain', debug):
-        flag, precision = ('--amp', amp) if amp is not None else ('--precision', precision)
-        if precision not in precisions: raise ValueError(f"{flag} {precision!r}: use {', '.join(precisions)}")
-        if precision == 'fp16' and not torch.cuda.is_available():
-            raise ValueError(f"{flag} fp16 needs CUDA; on the CPU use bf16 or none")
-        for flag, v, lo in [('epochs', epochs, 1), ('bs', bs, 1), ('warmup', warmup, 0), ('seed', seed, 0),
-                            ('patch_size', patch_size, 1), ('embed_dim', embed_dim, 1), ('depth', depth, 1),
-                            ('num_heads', num_heads, 1), ('decoder_dim', decoder_dim, 1),
-                            ('decoder_depth', decoder_depth, 1), ('decoder_num_heads', decoder_num_heads, 1)]:
-            check_count(v, flag, lo)
-        if limit is not None: check_count(limit, 'limit', 1)
-        check_lr(lr, '--lr'); check_fraction(mask_ratio, 'mask_ratio')
-        if not (math.isfinite(wd) and wd >= 0):
-            raise ValueError(f"--wd {wd}: weight decay must be a finite number of at least 0, e.g. 0.05")
-        if threads: torch.set_num_threads(threads)
-        ck = Path(out + '.ckpt')
-        if restart and ck.exists(): ck.unlink()
-        ds = FashionMNIST('train', data)
-        images = ds.images[:limit, None]  # (N, 1, 28, 28) uint8
-        x = images.float() / 255; mean, std = round(x.mean().item(), 4), round(x.std().item(), 4)
-        kw = dict(img_size=images.shape[-1], patch_size=patch_size, in_chans=1, embed_dim=embed_dim, depth=depth,
-                  num_heads=num_heads, num_classes=0)
-        torch.manual_seed(seed)
-        mae = MaskedAutoencoder(VisionTransformer(**kw), decoder_dim, decoder_depth, decoder_num_heads, mask_ratio)
-        meta = dict(model_kwargs=kw, mean=[mean], std=[std], provenance=dict(
-            command=command_line(ep_pretrain, args), args=args, seed=seed, epochs=epochs,
-            data=f"Fashion-MNIST train, {len(images)} images", data_sha256=ds.sha256, versions=_versions(),
-            device='cuda' if torch.cuda.is_available() else 'cpu', threads=torch.get_num_threads()))
-        def on_epoch(epoch, losses, times):
-            meta['provenance'].update(epochs_done=epoch + 1, loss_curve=[round(l, 5) for l in losses],
-                                      epoch_seconds=[round(t, 1) for t in times], wall_seconds=round(sum(times), 1))
-            if rank_distrib() == 0: save_encoder(mae.encoder, out, meta)
-        mae_train(mae, images, epochs, [mean], [std], bs=bs, lr=lr, wd=wd, warmup=warmup, seed=seed, ckpt=ck,
-                  on_epoch=on_epoch,
-                  precision=precision)
-        return meta
+    with user_errors('ep_pretrain', debug): return _pretrain(args, _check_pretrain(args))
 
 # %% ../nbs/08_mae.ipynb #2784e9d8
 def mae_fmnist_eval(stem:str|Path=None, # default: the package's embedded `mae_fmnist_vit`

@@ -326,7 +326,7 @@ class ClassAttentionPool(nn.Module):
                                               init_values=init_values, norm_layer=norm_layer)
         self.norm = norm_layer(dim)
 
-# %% ../nbs/04a_zoo.ipynb #41477cdc
+# %% ../nbs/04a_zoo.ipynb #ce53d7dc
 @patch
 def forward(self:ClassAttentionPool,  # noqa: F811 (a @patch method)
             x:torch.Tensor # tokens `(B, N, C)`
@@ -335,6 +335,7 @@ def forward(self:ClassAttentionPool,  # noqa: F811 (a @patch method)
     cls = self.cls_token.expand(check_tokens(x, self.dim).shape[0], -1, -1)  # (B, 1, C)
     return self.norm(self.block(x, cls))[:, 0]
 
+# %% ../nbs/04a_zoo.ipynb #352fcb1a
 @patch
 def attn_weights_full(self:ClassAttentionPool,  # noqa: F811 (a @patch method)
                       x:torch.Tensor # tokens `(B, N, C)`
@@ -353,6 +354,7 @@ def attn_weights(self:ClassAttentionPool,  # noqa: F811 (a @patch method)
     a = self.attn_weights_full(x)[..., 1:]
     return a / a.sum(-1, keepdim=True)
 
+# %% ../nbs/04a_zoo.ipynb #7e19df48
 @register_probe('cait')
 def cait_pool(dim:int, num_heads:int=4, mlp_ratio:float=4., init_values:float=1e-5):
     "CaiT class attention (`ClassAttentionPool`)"
