@@ -351,7 +351,7 @@ def check_head(probe:Probe, encoder)->Probe:
                          "use a head such as 'ep' or 'mhca'")
     return probe
 
-# %% ../nbs/12_viz.ipynb #24771c55
+# %% ../nbs/12_viz.ipynb #3dfcaee4
 def _attention_pages(probe:Probe, enc, files:list, out:Path, # the head, its encoder, image files, output folder
                      per_page:int=8, max_queries:int=8)->tuple: # `(pages, maps)`: PNG paths, maps `(B, M, N)`
     "Draw `files` `per_page` at a time (each titled with its file name and predicted class); all their maps"
