@@ -12,7 +12,7 @@ from pathlib import Path
 import torch, torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 from fastcore.script import call_parse
-from .core import atomic_write, user_errors, check_count
+from .core import atomic_write, user_errors, check_count, resolve_precision, precision_dtype, run_flags
 from .probes import create_probe, probe_registry, n_params
 
 # %% ../nbs/04b_bench.ipynb #983bef67
@@ -90,23 +90,27 @@ def _sync(device):
 
 # %% ../nbs/04b_bench.ipynb #e5b086d4
 def bench_time(probes:dict, # `{label: probe}`
-               x, prefix, y, steps:int=10, warmup:int=3, amp:bool=False)->dict:
+               x, prefix, y, steps:int=10, warmup:int=3,
+               precision:str='none', # autocast: 'auto', 'bf16', 'fp16' or 'none' (fp32)
+              )->dict:
     "Median milliseconds of a forward+backward step of each probe, timed round-robin so machine load hits all alike"
     dev, ts = x.device.type, {k: [] for k in probes}
+    dt = precision_dtype(resolve_precision(precision, dev))
     for i in range(warmup + steps):
         for k, p in probes.items():
             _sync(dev); t = time.perf_counter()
-            with torch.autocast(dev, dtype=torch.bfloat16, enabled=amp): _step(p, x, prefix, y)
+            with torch.autocast(dev, dtype=dt or torch.bfloat16, enabled=dt is not None): _step(p, x, prefix, y)
             _sync(dev)
             if i >= warmup: ts[k].append(time.perf_counter() - t)
     return {k: 1000 * sorted(v)[steps // 2] for k, v in ts.items()}
 
-def bench_memory(probe, x, prefix, y, steps:int=3, amp:bool=False)->float:
-    "Median peak MB of a forward+backward step of `probe` (None where it cannot be measured)"
-    mbs = []
+def bench_memory(probe, x, prefix, y, steps:int=3, precision:str='none')->float:
+    "Median peak MB of a forward+backward step of `probe` under autocast `precision` (None where it cannot be measured)"
+    mbs, dt = [], precision_dtype(resolve_precision(precision, x.device.type))
     for _ in range(steps):
         with PeakMemory(x.device) as pm:
-            with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=amp): _step(probe, x, prefix, y)
+            with torch.autocast(x.device.type, dtype=dt or torch.bfloat16, enabled=dt is not None):
+                _step(probe, x, prefix, y)
         mbs.append(pm.mb)
     return None if mbs[0] is None else sorted(mbs)[steps // 2]
 
@@ -123,7 +127,7 @@ def bench_batch(batch_size:int, num_tokens:int, dim:int, num_classes:int,
 # %% ../nbs/04b_bench.ipynb #b72f4725
 def bench_table(cases:dict, # `{label: probe}`, on the batch's device
                 x, prefix, y, # a batch from `bench_batch`
-                steps:int=10, warmup:int=3, amp:bool=False,
+                steps:int=10, warmup:int=3, precision:str='none', # timed steps, warm-up steps, autocast
                 memory:bool=True, # also measure the peak MB of a step
                ):
     "A `DataFrame`, one row per probe in `cases`: params, MACs/img, ms per forward+backward step (and peak MB)"
@@ -134,10 +138,10 @@ def bench_table(cases:dict, # `{label: probe}`, on the batch's device
         macs = count_macs(lambda: p.eval()(x[:1], prefix[:1]), p)
         rows.append(dict(probe=k, params=n_params(p.train()), pool_params=n_params(p.pool),
                          fwd_mmacs_per_img=macs / 1e6))
-    ms = bench_time(cases, x, prefix, y, steps, warmup, amp)
+    ms = bench_time(cases, x, prefix, y, steps, warmup, precision)
     for r in rows:
         r['ms'] = ms[r['probe']]
-        if memory: r['peak_mb'] = bench_memory(cases[r['probe']], x, prefix, y, amp=amp)
+        if memory: r['peak_mb'] = bench_memory(cases[r['probe']], x, prefix, y, precision=precision)
     return pd.DataFrame(rows).set_index('probe')
 
 # %% ../nbs/04b_bench.ipynb #2accd3ac
@@ -145,16 +149,16 @@ def bench_probes(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # case nam
                  batch_size:int=64, num_tokens:int=196, dim:int=768, num_classes:int=1000,
                  steps:int=10, warmup:int=3, # timed steps (median) and untimed warm-up steps
                  device:str=None, # 'cpu', 'cuda', ...; None: CUDA when present
-                 amp:bool=False, # bf16 autocast
+                 precision:str='none', # autocast: 'auto', 'bf16', 'fp16' or 'none' (fp32)
                  seed:int=0):
     "A `DataFrame` of params, MACs/img, ms per forward+backward step and peak MB, one row per probe"
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     x, prefix, y = bench_batch(batch_size, num_tokens, dim, num_classes, device=device, seed=seed)
     torch.manual_seed(seed)
     cases = {k: _make(n, kw, dim, num_classes, num_tokens).to(device) for k, (n, kw) in resolve_cases(probes).items()}
-    df = bench_table(cases, x, prefix, y, steps, warmup, amp)
+    df = bench_table(cases, x, prefix, y, steps, warmup, resolve_precision(precision, device))
     df.attrs.update(device=device, batch_size=batch_size, num_tokens=num_tokens, dim=dim, num_classes=num_classes,
-                    amp=amp)
+                    precision=resolve_precision(precision, device))
     return df
 
 # %% ../nbs/04b_bench.ipynb #b00be24a
@@ -190,7 +194,8 @@ def _print_bench(df, # from `bench_probes`, its shape in `df.attrs`
                            'display.float_format', '{:,.2f}'.format):
         print(f"ep_bench: B={a['batch_size']} N={a['num_tokens']} C={a['dim']} K={a['num_classes']} on {a['device']}"
               f" ({torch.get_num_threads()} threads, torch {torch.__version__}, "
-              f"{platform.processor() or platform.machine()}){' bf16' if a['amp'] else ''}")
+              f"{platform.processor() or platform.machine()})"
+              f"{'' if a['precision'] == 'none' else ' ' + a['precision']}")
         print(df)
 
 # %% ../nbs/04b_bench.ipynb #b35995ea
@@ -203,7 +208,8 @@ def ep_bench(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # comma-separa
              steps:int=10, # timed steps; the median is reported
              warmup:int=3, # untimed steps first
              device:str=None, # cpu or cuda; default CUDA when present
-             amp:bool=False, # bf16 autocast
+             precision:str='none', # autocast: auto (bf16 where native), bf16, fp16 (CUDA) or none (fp32)
+             amp:bool=False, # the same as --precision bf16
              ref:str=None, # row the ratios are relative to; default ep when benchmarked, else the first probe
              csv:str=None, # also write the table to this CSV file
              debug:bool=False, # show the traceback of errors
@@ -214,7 +220,9 @@ def ep_bench(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # comma-separa
                             ('num_classes', num_classes, 1), ('steps', steps, 1), ('warmup', warmup, 0)]:
             check_count(v, flag, lo)
         ref = _bench_ref(probes, ref)
-        df = bench_probes(probes, batch_size, num_tokens, dim, num_classes, steps, warmup, device, amp)
+        run_flags['precision'](precision); device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+        precision = resolve_precision('bf16' if amp else precision, device)           # a bad value fails here
+        df = bench_probes(probes, batch_size, num_tokens, dim, num_classes, steps, warmup, device, precision)
         _print_bench(df)
         for l in bench_ratios(df, ref): print(l)
         if csv: atomic_write(csv, lambda t: df.to_csv(t)); print(f"wrote {csv}")

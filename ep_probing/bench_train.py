@@ -94,9 +94,9 @@ def bench_grid(N:int=49, P:int=1, C:int=192, n:int=9000, specs=('lp', 'gap', 'ep
         # the default precision
         t1, tg = later(timed_fit(dls, one, C, epochs, **kw)), later(timed_fit(dls, grid, C, epochs, **kw))
         tf = later(timed_fit(dls, grid, C, epochs, precision='none', **kw))  # fp32
-    amp = resolve_precision('auto', 'cuda' if torch.cuda.is_available() else 'cpu')
-    return dict(single_epoch_s=t1, grid_epoch_s=tg, ratio=tg / t1, heads=len(grid), probes=len(one), amp=amp,
-                grid_fp32_epoch_s=tf, amp_ratio=tf / tg)
+    prec = resolve_precision('auto', 'cuda' if torch.cuda.is_available() else 'cpu')
+    return dict(single_epoch_s=t1, grid_epoch_s=tg, ratio=tg / t1, heads=len(grid), probes=len(one), precision=prec,
+                grid_fp32_epoch_s=tf, fp32_ratio=tf / tg)
 
 # %% ../nbs/11a_bench_train.ipynb #00d82190
 @torch.no_grad()
@@ -151,7 +151,7 @@ def bench_stack(N:int=49, P:int=1, C:int=192, specs=('lp', 'gap', 'ep', 'mhca'),
                 opt:str='adamw')->dict:
     "Milliseconds per training step of each probe's default grid: heads one by one, `together`, and each the faster way"
     dev = 'cuda' if torch.cuda.is_available() else 'cpu'
-    amp = resolve_precision('auto', dev) == 'bf16'                  # `bench_time` autocasts to bf16 or not at all
+    prec = resolve_precision('auto', dev)
     x, prefix, y = bench_batch(bs, N, C, 10, num_prefix=P, device=dev)
     rows = {}
     for s in parse_specs(list(specs)):
@@ -160,12 +160,12 @@ def bench_stack(N:int=49, P:int=1, C:int=192, specs=('lp', 'gap', 'ep', 'mhca'),
         with warnings.catch_warnings():
             warnings.simplefilter('ignore')          # vmap's warning where an op has no batching rule (SDPA on CPU)
             ms = bench_time({'separate': _Heads(probes, lambda x, pre: tuple(p(x, pre) for p in probes)),
-                             'together': _Heads(probes, f)}, x, prefix, y, steps, warmup=2, amp=amp)
+                             'together': _Heads(probes, f)}, x, prefix, y, steps, warmup=2, precision=prec)
         rows[s.label] = dict(heads=len(probes), how=how, separate_ms=ms['separate'], together_ms=ms['together'],
                              ratio=ms['separate'] / ms['together'])
     sep = sum(r['separate_ms'] for r in rows.values())
     best = sum(min(r['separate_ms'], r['together_ms']) for r in rows.values())  # each probe together only where faster
-    return dict(probes=rows, separate_ms=sep, together_ms=best, ratio=sep / best, amp='bf16' if amp else None,
+    return dict(probes=rows, separate_ms=sep, together_ms=best, ratio=sep / best, precision=prec,
                 device=dev, bs=bs)
 
 # %% ../nbs/11a_bench_train.ipynb #ef1f4636
@@ -186,6 +186,8 @@ def _cache_text(c:dict, # from `bench_cache`
             f"{c['ratio']:.1f}x faster with the cache (one-off extraction {c['extract_s']:.1f}s)")
 
 # %% ../nbs/11a_bench_train.ipynb #2285a69b
+def _fp(precision:str)->str: return 'fp32' if precision == 'none' else precision   # how the lines name a precision
+
 def _grid_text(g:dict, # from `bench_grid`
                specs:list, # the probes
               )->str:
@@ -195,14 +197,14 @@ def _grid_text(g:dict, # from `bench_grid`
             f"{g['single_epoch_s']:.2f}s for one head each: "
             f"{g['ratio']:.2f}x the time for {g['heads'] / g['probes']:.0f}x the heads\n"
             f"the same grid in fp32: {g['grid_fp32_epoch_s']:.2f}s an epoch; "
-            f"the default precision ({g['amp'] or 'fp32'} autocast) is {g['amp_ratio']:.2f}x faster")
+            f"the default precision ({_fp(g['precision'])} autocast) is {g['fp32_ratio']:.2f}x faster")
 
 # %% ../nbs/11a_bench_train.ipynb #de33da1b
 def _stack_text(s:dict, # from `bench_stack`
                )->str:
     "The line `ep_bench_train` prints for `bench_stack`"
     return (f"the heads of each probe's default grid computed together "
-            f"(one training step's forward and backward, bs {s['bs']}, {s['amp'] or 'fp32'}, {s['device']}): "
+            f"(one training step's forward and backward, bs {s['bs']}, {_fp(s['precision'])}, {s['device']}): "
             + '; '.join(f"{k} {r['heads']} heads {r['separate_ms']:.1f} ms one by one, "
                         f"{r['together_ms']:.1f} ms together ({r['how']}, {r['ratio']:.2f}x)"
                         for k, r in s['probes'].items())

@@ -252,7 +252,8 @@ run_flags = dict(epochs=lambda v: check_count(v, 'epochs', 1), bs=lambda v: chec
                  seed=lambda v: check_count(v, 'seed', 0), workers=lambda v: check_count(v, 'workers', 0),
                  valid_pct=lambda v: check_fraction(v, 'valid_pct'), blr=lambda v: check_lr(v, '--blr'),
                  lr=lambda v: check_lr(v, '--lr'), accum_bs=lambda v: check_count(v, 'accum_bs', 1),
-                 recipe=lambda v: v == 'paper' or _bad(f"--recipe {v!r}: use paper or leave it out"))
+                 recipe=lambda v: v == 'paper' or _bad(f"--recipe {v!r}: use paper or leave it out"),
+                 precision=lambda v: v in precisions or _bad(f"--precision {v!r}: use {', '.join(precisions)}"))
 
 def _bad(msg): raise ValueError(msg)
 
@@ -280,7 +281,8 @@ def _counts(**lo): return {k: (lambda v, k=k, n=n: check_count(v, k, n)) for k, 
 
 command_flags = dict(               # per command: the flags checked before torch loads (the rest after)
     ep_probe=run_flags,
-    ep_bench=_counts(batch_size=1, num_tokens=1, dim=1, num_classes=1, steps=1, warmup=0),
+    ep_bench={**_counts(batch_size=1, num_tokens=1, dim=1, num_classes=1, steps=1, warmup=0),
+              'precision': run_flags['precision']},
     ep_pretrain={**_counts(epochs=1, bs=1, warmup=0, seed=0, limit=1, patch_size=1, embed_dim=1, depth=1, num_heads=1),
                  'lr': lambda v: check_lr(v, '--lr'), 'mask_ratio': lambda v: check_fraction(v, 'mask_ratio')},
     ep_experiment={**{k: run_flags[k] for k in ('epochs', 'bs', 'train_size', 'test_size', 'blr')},

@@ -48,7 +48,7 @@ BAD = [
     (['--train_size', '10', '--bs', '1'], 'give a larger --train_size'), (['--epochs', '0'], '--epochs 0'),
     (['--out', '/proc/nope'], 'choose a writable --out'), (['--probes', 'nosuch'], 'unknown probe'),
     (['--layers', '9'], 'valid indices'), (['--valid_pct', '1.5'], '--valid_pct'), (['--opt', 'sgd'], '--opt'),
-    (['--norm', 'yes'], '--norm'), (['--device', 'tpu'], '--device'),
+    (['--norm', 'yes'], '--norm'), (['--device', 'tpu'], '--device'), (['--precision', 'fp8'], "--precision 'fp8'"),
 ]
 
 @pytest.mark.parametrize('args, contains', BAD, ids=[' '.join(a)[:40] for a, _ in BAD])

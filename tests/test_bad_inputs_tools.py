@@ -81,6 +81,7 @@ TOOLS = [
     (ep_bench, ['--num_tokens', '0'], '--num_tokens 0'), (ep_bench, ['--dim', '-3'], '--dim -3'),
     (ep_bench, ['--warmup', '-1'], '--warmup -1'), (ep_bench, ['--ref', 'nosuch'], '--ref nosuch: not among the benchmarked probes'),
     (ep_bench, ['--probes', 'nosuch'], 'unknown probe'),
+    (ep_bench, ['--precision', 'fp8'], "--precision 'fp8': use auto, bf16, fp16, none"),
     (ep_pretrain, ['--epochs', '0'], '--epochs 0: must be an integer of at least 1'), (ep_pretrain, ['--bs', '0'], '--bs 0'),
     (ep_pretrain, ['--lr', 'nan'], '--lr: a learning rate must be a finite positive'), (ep_pretrain, ['--mask_ratio', '1'], '--mask_ratio'),
     (ep_pretrain, ['--amp', 'fp8'], '--amp'),
