@@ -27,7 +27,7 @@ from .bench import bench_batch, bench_table
 from .viz import has_maps, object_table
 from .stats import pack_correct, unpack_correct, paired_bootstrap
 
-# %% ../nbs/13_experiments.ipynb #ef2133a4
+# %% ../nbs/13_experiments.ipynb #1a9c0bf0
 def _train_rows(p:Prepared, sub=None):
     "DataLoaders over the training rows `sub` (positions into the train split; default all) and the validation rows"
     t = p.dls.train.dataset
@@ -36,6 +36,7 @@ def _train_rows(p:Prepared, sub=None):
     tr = CachedTokens(t.cache, rows)
     return DataLoaders(cached_dl(tr, bs, shuffle=True, drop_last=len(rows) > bs), p.dls.valid)
 
+# %% ../nbs/13_experiments.ipynb #22fa4dc4
 def _run_key(p:Prepared, specs:list, seed:int, epochs:int, sub, blrs, opt:str, kwargs:dict)->str:
     "A digest of what a `run_probes` result depends on: cached tokens, split, specs and training options"
     sub = None if sub is None else hashlib.sha1(np.asarray(sub, dtype=np.int64).tobytes()).hexdigest()
@@ -44,6 +45,7 @@ def _run_key(p:Prepared, specs:list, seed:int, epochs:int, sub, blrs, opt:str, k
                 blrs, opt, sorted(kwargs.items())))
     return hashlib.sha1(key.encode()).hexdigest()[:16]
 
+# %% ../nbs/13_experiments.ipynb #b5492df4
 _cols = ['probe', 'name', 'layer', 'params', 'seed', 'blr', 'at_edge', 'top1', 'test_top1', 'best_epoch', 'train_s',
          'n_test', 'test_correct']   # test_correct: each test image's top-1 correctness (`stats.pack_correct`)
 
@@ -66,11 +68,13 @@ def run_probes(p:Prepared, specs:list, seed:int=0, epochs:int=10, sub=None,
     if out is not None: atomic_write(out/'rows.csv', lambda t: r.to_csv(t, index=False))
     return r
 
+# %% ../nbs/13_experiments.ipynb #01e49c6b
 def at_chosen(specs:list, r:pd.DataFrame)->list:
     "`specs` fixed at the base learning rates chosen in `r` (rows of `run_probes`), keeping their labels"
     b = r.set_index('probe').blr
     return [replace(s.with_options(blr=f'{b[k]:g}'), group=k) for s in parse_specs(specs) for k in [s.group or s.label]]
 
+# %% ../nbs/13_experiments.ipynb #2e07fadb
 def tuned_seeds(p:Prepared, specs:list, seeds=(0, 1, 2), epochs:int=10, sub=None,
                 chosen:pd.DataFrame=None, # rows of an earlier run: its probes keep the grid points it chose
                 **kwargs)->pd.DataFrame:
@@ -103,7 +107,7 @@ def _object_rows(p:Prepared, learn, images:torch.Tensor)->pd.DataFrame:
     rows = [object_table({g: m.probes[k]}, batches(m.index[k])) for g, k in heads.items()]
     return pd.concat(rows).rename_axis('probe').reset_index() if rows else pd.DataFrame(columns=['probe'])
 
-# %% ../nbs/13_experiments.ipynb #bde6e6bf
+# %% ../nbs/13_experiments.ipynb #1d550534
 def probe_costs(p:Prepared, specs:list, steps:int=3, warmup:int=1)->pd.DataFrame:
     "Each probe alone: median ms of a training step (forward + backward, `p.bs` random tokens), forward MMACs per image"
     (N, C), P, K = p.train_cache.meta['shapes']['patch'][-2:], p.train_cache.num_prefix_tokens, len(p.classes)
@@ -113,6 +117,7 @@ def probe_costs(p:Prepared, specs:list, steps:int=3, warmup:int=1)->pd.DataFrame
     return (b.reset_index()[['probe', 'ms', 'fwd_mmacs_per_img']]
             .rename(columns=dict(ms='step_ms', fwd_mmacs_per_img='mmacs')))
 
+# %% ../nbs/13_experiments.ipynb #48ea421c
 def _sized(spec:ProbeSpec, num_tokens:int)->ProbeSpec:
     "`spec` with the options its pool needs for `num_tokens` patch tokens (CLIP's positional embedding) added"
     return spec.with_options(**zoo_kwargs(spec.name, num_tokens))
@@ -127,6 +132,7 @@ def compare_probes(p:Prepared, probes:list=None, seeds=(0, 1, 2), epochs:int=10,
     df = tuned_seeds(p, probes, seeds, epochs, **kwargs)
     return df.merge(probe_costs(p, probes), on='probe', how='left') if costs else df
 
+# %% ../nbs/13_experiments.ipynb #a8f18da6
 def summarise(df:pd.DataFrame, by='probe')->pd.DataFrame:
     "Mean and std of test top-1 (in %) per `by`, with params"
     g = df.groupby(by, sort=False)
@@ -135,7 +141,7 @@ def summarise(df:pd.DataFrame, by='probe')->pd.DataFrame:
     cols.update({k: g[k].first() for k in ('step_ms', 'mmacs') if k in df})
     return pd.DataFrame(cols)
 
-# %% ../nbs/13_experiments.ipynb #2ec2266c
+# %% ../nbs/13_experiments.ipynb #e3fe07cd
 def correct_by(df:pd.DataFrame, # rows with `test_correct` and `n_test`, any number of seeds
                by='probe')->dict:
     "`{value of by: (seeds, n) bool array}`: each row's per-image test correctness, stacked in seed order"
@@ -146,10 +152,12 @@ def interval_text(t:pd.DataFrame)->pd.Series:
     "`diff [lo, hi]` in points for each row of a `stats.compare_table`"
     return pd.Series([f"{d:+.2f} [{a:+.2f}, {b:+.2f}]" for d, a, b in zip(t['diff'], t.lo, t.hi)], index=t.index)
 
+# %% ../nbs/13_experiments.ipynb #3f77df2a
 def _decide(lo:float, hi:float, bound:float)->str:
     "'holds' when the interval lies at or above `bound`, 'fails' when below it, else 'undecided'"
     return 'holds' if lo >= bound else 'fails' if hi < bound else 'undecided'
 
+# %% ../nbs/13_experiments.ipynb #c72a7449
 def ep_claims(df:pd.DataFrame, # per-seed rows of a probe comparison, with per-image correctness
               ep:str='ep', lp:str='lp', gap:str='gap', # probe labels
               margin:float=4., # points EP must gain over LP
@@ -221,7 +229,7 @@ def plot_layers(df:pd.DataFrame, # rows of `layerwise` (any number of seeds)
     ax.set_title(title or 'Layer-wise probing')
     return ax.figure
 
-# %% ../nbs/13_experiments.ipynb #232f08c0
+# %% ../nbs/13_experiments.ipynb #d9f88c8d
 def knn_valid_test(p:Prepared, rows, # rows of the train cache that form the k-NN memory
                    ks=(1, 5, 10, 20, 50, 100, 200), Ts=(0.07, 0.1, 0.2))->tuple:
     "Weighted k-NN on the last layer's [CLS] (else GAP), `(k, T)` chosen on validation: valid and test top-1, `(k, T)`"
@@ -236,6 +244,7 @@ def knn_valid_test(p:Prepared, rows, # rows of the train cache that form the k-N
     correct = (knn_predict(f_tr, c_tr.labels[rows], f_te, int(k), T) == c_te.labels).numpy()   # (n_test,)
     return va.loc[k, t], correct.mean(), (int(k), T), correct    # and each test image's correctness
 
+# %% ../nbs/13_experiments.ipynb #7f05df2f
 def lowshot(p:Prepared, ks=(1, 2, 5, 10, 25, 100), fracs=(0.01, 0.1), seeds=(0, 1, 2), probes=('lp', 'ep'),
             epochs:int=10,
             min_steps:int=200, # train at least this many steps: more epochs for small subsets
@@ -302,7 +311,7 @@ def plot_queries(df:pd.DataFrame, # rows of `num_queries`
     for ax in (a, b): ax.set_xscale('log', base=2); ax.set_xlabel('queries M'); ax.grid(alpha=.3)
     return fig
 
-# %% ../nbs/13_experiments.ipynb #bbd5f48c
+# %% ../nbs/13_experiments.ipynb #324ff681
 _which = ('compare', 'layers', 'lowshot', 'queries')
 
 def _read_chosen(fn:str, which:str)->pd.DataFrame:
@@ -314,7 +323,57 @@ def _read_chosen(fn:str, which:str)->pd.DataFrame:
                                                                "(it needs the columns probe, seed and blr)")
     return c
 
+# %% ../nbs/13_experiments.ipynb #8cc7f154
+def _check_experiment(a:dict, # `ep_experiment`'s arguments by name
+                     )->tuple: # (seeds, the rows of `--blrs_from` or None)
+    "Check `ep_experiment`'s arguments, with an error naming the flag; its seeds and the rows `--blrs_from` reuses"
+    if a['which'] not in _which: raise ValueError(f"--which {a['which']!r}: choose one of {', '.join(_which)}")
+    sd = check_seeds(a['seeds'])
+    for flag in ('epochs', 'bs', 'train_size', 'test_size'): run_flags[flag](a[flag])
+    if a['blr'] is not None: run_flags['blr'](a['blr'])
+    return sd, None if a['blrs_from'] is None else _read_chosen(a['blrs_from'], a['which'])
 
+# %% ../nbs/13_experiments.ipynb #5febd92a
+def _run_experiment(p:Prepared, which:str, # the prepared data, and the experiment in `_which`
+                    seeds:tuple,
+                    parts:Path, # where every training run keeps its checkpoint and results
+                    chosen:pd.DataFrame=None, # rows of an earlier run whose grid points are kept (`--blrs_from`)
+                    **kw, # to the experiment: epochs, opt, blr, blrs
+                   )->pd.DataFrame:
+    "The per-seed rows of experiment `which` on `p`; an interruption becomes an `Interrupted` naming `parts`"
+    kw = dict(kw, parts=parts)
+    if chosen is not None: kw['chosen'] = chosen
+    # attention measured on the object where the image gives its mask: the garment on black
+    if which in ('compare', 'queries') and p.name.startswith('fashion_mnist'): kw['objects'] = test_images(p)
+    try:
+        if which == 'compare': return compare_probes(p, seeds=seeds, **kw)
+        elif which == 'layers': return layerwise(p, seeds=seeds, **kw)
+        elif which == 'lowshot': return lowshot(p, seeds=seeds, **kw)
+        else: return num_queries(p, seeds=seeds, **kw)
+    except KeyboardInterrupt:
+        done = len(list(parts.glob('*/results.csv'))) if parts.exists() else 0
+        raise Interrupted(f"interrupted; run the same command again to continue: {done} finished training runs "
+                          f"and the last epoch of the current one are kept in {parts}") from None
+
+# %% ../nbs/13_experiments.ipynb #a070637d
+def _write_experiment(df:pd.DataFrame, p:Prepared, # the rows, and the prepared data they came from
+                      a:dict, # `ep_experiment`'s arguments by name
+                      t0:float, # `time.perf_counter()` when the run began
+                     ):
+    "Write `df` to `a['out']` and its record beside it; remove the finished runs' parts"
+    out, parts = a['out'], Path(a['out']).with_suffix('.parts')
+    atomic_write(out, lambda t: df.to_csv(t, index=False))
+    shutil.rmtree(parts, ignore_errors=True)
+    info = p.train_cache.meta['info']
+    meta = dict(command=command_line(ep_experiment, a), seconds=round(time.perf_counter() - t0),
+                threads=torch.get_num_threads(), encoder=info['encoder'], n_train=len(p.tr_idx),
+                n_valid=len(p.va_idx), n_test=len(p.test_dl.dataset),
+                versions={m.__name__: m.__version__ for m in (torch, timm, fastai)})
+    atomic_write(Path(out).with_suffix('.json'), lambda t: Path(t).write_text(json.dumps(meta, indent=1)))
+    print(f"ep_experiment {a['which']}: {len(df)} rows in {meta['seconds']}s -> {out} "
+          "(+ .json: the command and the encoder's hash)")
+
+# %% ../nbs/13_experiments.ipynb #1167863f
 @call_parse
 def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
                   out:str='experiment.csv', # CSV of per-seed rows (written atomically)
@@ -337,38 +396,13 @@ def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
     "Run one of the experiments on cached tokens and write its per-seed results as CSV"
     with user_errors('ep_experiment', debug):
         args = dict(locals())
-        if which not in _which: raise ValueError(f"--which {which!r}: choose one of {', '.join(_which)}")
-        sd = check_seeds(seeds)
-        for flag in ('epochs', 'bs', 'train_size', 'test_size'): run_flags[flag](args[flag])
-        if blr is not None: run_flags['blr'](blr)
-        chosen = None if blrs_from is None else _read_chosen(blrs_from, which)
+        sd, chosen = _check_experiment(args)
         t0 = time.perf_counter()
         p = Prepared(encoder, data, layers='all' if which == 'layers' else '-1', train_size=train_size,
                      test_size=test_size, cache_dir=cache_dir, bs=bs, pretrained=not random_init, checkpoint=checkpoint)
         parts = Path(out).with_suffix('.parts')  # every training run's checkpoint and results, until the CSV is written
-        kw = dict(epochs=epochs, opt=opt, blr=blr, blrs=blrs, parts=parts)
-        if chosen is not None: kw['chosen'] = chosen
-        # attention measured on the object where the image gives its mask: the garment on black
-        if which in ('compare', 'queries') and p.name.startswith('fashion_mnist'): kw['objects'] = test_images(p)
-        try:
-            if which == 'compare': df = compare_probes(p, seeds=sd, **kw)
-            elif which == 'layers': df = layerwise(p, seeds=sd, **kw)
-            elif which == 'lowshot': df = lowshot(p, seeds=sd, **kw)
-            else: df = num_queries(p, seeds=sd, **kw)
-        except KeyboardInterrupt:
-            done = len(list(parts.glob('*/results.csv'))) if parts.exists() else 0
-            raise Interrupted(f"interrupted; run the same command again to continue: {done} finished training runs "
-                              f"and the last epoch of the current one are kept in {parts}") from None
-        atomic_write(out, lambda t: df.to_csv(t, index=False))
-        shutil.rmtree(parts, ignore_errors=True)
-        info = p.train_cache.meta['info']
-        meta = dict(command=command_line(ep_experiment, args), seconds=round(time.perf_counter() - t0),
-                    threads=torch.get_num_threads(), encoder=info['encoder'], n_train=len(p.tr_idx),
-                    n_valid=len(p.va_idx), n_test=len(p.test_dl.dataset),
-                    versions={m.__name__: m.__version__ for m in (torch, timm, fastai)})
-        atomic_write(Path(out).with_suffix('.json'), lambda t: Path(t).write_text(json.dumps(meta, indent=1)))
-        print(f"ep_experiment {which}: {len(df)} rows in {meta['seconds']}s -> {out} "
-              "(+ .json: the command and the encoder's hash)")
+        df = _run_experiment(p, which, sd, parts, chosen, epochs=epochs, opt=opt, blr=blr, blrs=blrs)
+        _write_experiment(df, p, args, t0)
 
 # %% ../nbs/13_experiments.ipynb #8bb34ad6
 # nbdev wraps `__all__` at 120 columns and then prefixes `__all__ = `; these names, exported with `exporti`
