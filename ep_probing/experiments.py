@@ -14,7 +14,7 @@ import numpy as np, pandas as pd, torch
 from fastcore.script import call_parse
 from fastai.data.core import DataLoaders
 from .data import low_shot_indices
-from .pipeline import Prepared
+from .prepare import Prepared
 from .cache import CachedTokens, cached_dl
 from dataclasses import replace
 from .knn import knn_sweep, knn_predict, cache_global_features
@@ -25,7 +25,7 @@ from .specs import ProbeSpec, parse_specs, grid_specs
 from .zoo import zoo_kwargs
 from .bench import bench_batch, bench_table
 from .viz import has_maps, object_table
-from .stats import pack_correct, unpack_correct, paired_bootstrap
+from .stats import pack_correct, unpack_correct, paired_bootstrap, diff_text
 
 # %% ../nbs/13_experiments.ipynb #1a9c0bf0
 def _train_rows(p:Prepared, sub=None):
@@ -149,8 +149,8 @@ def correct_by(df:pd.DataFrame, # rows with `test_correct` and `n_test`, any num
     return {k: stack(g.sort_values('seed')) for k, g in df.groupby(by, sort=False)}
 
 def interval_text(t:pd.DataFrame)->pd.Series:
-    "`diff [lo, hi]` in points for each row of a `stats.compare_table`"
-    return pd.Series([f"{d:+.2f} [{a:+.2f}, {b:+.2f}]" for d, a, b in zip(t['diff'], t.lo, t.hi)], index=t.index)
+    "`diff [lo, hi]` in points for each row of a `stats.compare_table` (`stats.diff_text`)"
+    return pd.Series([diff_text(d, a, b) for d, a, b in zip(t['diff'], t.lo, t.hi)], index=t.index)
 
 # %% ../nbs/13_experiments.ipynb #3f77df2a
 def _decide(lo:float, hi:float, bound:float)->str:
