@@ -6,8 +6,8 @@
 __all__ = ['precisions', 'run_flags', 'command_flags', 'check_divisible', 'infer_grid', 'atomic_write', 'write_json',
            'file_sha256', 'asset_path', 'command_line', 'interactive', 'native_bf16', 'resolve_precision',
            'precision_dtype', 'command_voice', 'survive_closed_stdout', 'out_lock', 'check_lr', 'check_count',
-           'check_fraction', 'precheck', 'check_seeds', 'console', 'ep_probe_main', 'ep_bench_main', 'ep_pretrain_main',
-           'ep_experiment_main', 'check_tokens', 'user_error_types', 'Interrupted', 'user_errors']
+           'check_fraction', 'check_halving', 'precheck', 'check_seeds', 'console', 'ep_probe_main', 'ep_bench_main',
+           'ep_pretrain_main', 'ep_experiment_main', 'check_tokens', 'user_error_types', 'Interrupted', 'user_errors']
 
 # %% ../nbs/00_core.ipynb #1cb1a6f0
 # torch is imported where it is used: a command checks its flags before the heavy libraries load
@@ -244,6 +244,16 @@ def check_fraction(v, flag:str)->float:
     if f is None or not 0 < f < 1: raise ValueError(f"--{flag} {v}: give a fraction between 0 and 1, e.g. 0.1")
     return f
 
+# %% ../nbs/00_core.ipynb #8540c454
+def check_halving(v)->float:
+    "`v` as the fraction of the epochs after which each probe's grid is halved: in [0, 1), 0 for never"
+    try: f = float(v)
+    except (TypeError, ValueError): f = None
+    if f is None or not 0 <= f < 1:
+        raise ValueError(f"--halving {v}: give a fraction of the epochs in [0, 1), e.g. 0.3, "
+                         "or 0 to train every grid point to the end")
+    return f
+
 # %% ../nbs/00_core.ipynb #f42d3dcf
 # the simple flags of `ep_probe`
 run_flags = dict(epochs=lambda v: check_count(v, 'epochs', 1), bs=lambda v: check_count(v, 'bs', 1),
@@ -252,6 +262,7 @@ run_flags = dict(epochs=lambda v: check_count(v, 'epochs', 1), bs=lambda v: chec
                  seed=lambda v: check_count(v, 'seed', 0), workers=lambda v: check_count(v, 'workers', 0),
                  valid_pct=lambda v: check_fraction(v, 'valid_pct'), blr=lambda v: check_lr(v, '--blr'),
                  lr=lambda v: check_lr(v, '--lr'), accum_bs=lambda v: check_count(v, 'accum_bs', 1),
+                 halving=check_halving,
                  recipe=lambda v: v == 'paper' or _bad(f"--recipe {v!r}: use paper or leave it out"),
                  precision=lambda v: v in precisions or _bad(f"--precision {v!r}: use {', '.join(precisions)}"))
 

@@ -4,7 +4,8 @@
 
 # %% auto #0
 __all__ = ['ProbeSet', 'probes_loss', 'ProbeTopK', 'save_head', 'load_head', 'BestHeads', 'HeadLosses', 'ProbeLoss',
-           'accum_batch', 'probe_learner', 'evaluate_probes', 'ProbeFit', 'prepare_out', 'select_heads', 'fit_probes']
+           'accum_batch', 'probe_learner', 'evaluate_probes', 'ProbeFit', 'prepare_out', 'select_heads', 'fit_probes',
+           'HalveGrid', 'halving_epoch']
 
 # %% ../nbs/09a_fit.ipynb #cf04f904
 import contextlib, json, os, shutil, time, warnings
@@ -20,7 +21,7 @@ from fastai.optimizer import Adam
 from fastai.learner import Learner, Metric, ValueMetric
 from fastai.torch_core import rank_distrib, num_distrib
 from safetensors.torch import save_file, load_file
-from .core import atomic_write, out_lock, precision_dtype
+from .core import check_halving, atomic_write, out_lock, precision_dtype
 from .stats import pack_correct
 from .probes import create_probe, Probe, n_params
 from .specs import resolve_specs, build_heads
@@ -50,6 +51,7 @@ class ProbeSet(nn.Module):
             raise ValueError(f"probes {missing} read layers that are not available; available layers: {self.layers}")
         self.index = {k: self.layers.index(l) for k, l in layers.items()}
         self.layer_of, self.specs = dict(layers), {s.key: s for s in specs or []}
+        self.dropped = set()                     # heads left out of the arithmetic (`HalveGrid`)
 
 # %% ../nbs/09a_fit.ipynb #3ea6b658
 @patch
@@ -73,15 +75,16 @@ def device(self:ProbeSet): return next(self.probes.parameters()).device
 
 @patch
 def forward(self:ProbeSet, *xb)->tuple:
-    "One logits tensor `(B, K)` per probe"
+    "One logits tensor `(B, K)` per probe; an empty tensor for a head in `dropped`"
     patch, prefix = self.tokens(*xb)
     # one conversion per layer, shared by its probes
     tok = {i: (patch[:, i].float(), prefix[:, i].float()) for i in sorted(set(self.index.values()))}
-    return tuple(p(*tok[self.index[k]]) for k, p in self.probes.items())
+    return tuple(patch.new_empty(0) if k in self.dropped else p(*tok[self.index[k]]) for k, p in self.probes.items())
 
 # %% ../nbs/09a_fit.ipynb #e54b23b5
 def probes_loss(preds:tuple, y:torch.Tensor):
-    "Sum of the probes' cross-entropies: each probe gets exactly its own gradient"
+    "Sum of the probes' cross-entropies: each probe gets exactly its own gradient (dropped heads: empty, skipped)"
+    preds = [p for p in preds if p.numel()]
     K = preds[0].shape[-1]
     if y.numel() and (int(y.max()) >= K or int(y.min()) < 0):
         raise ValueError(f"labels range over {int(y.min())}..{int(y.max())} but the probes have num_classes={K}; "
@@ -91,13 +94,14 @@ def probes_loss(preds:tuple, y:torch.Tensor):
 class ProbeTopK(Metric):
     "Top-`k` accuracy of probe number `i`; gathers predictions across processes under DDP"
     def __init__(self, i:int, k:int=1, label:str='probe'): store_attr(); self._name = f"{label}_top{k}"
-    def reset(self): self.correct, self.count = 0, 0
+    def reset(self): self.correct, self.count, self.dropped = 0, 0, False
     def accumulate(self, learn):
         pred, y = learn.to_detach(learn.pred[self.i]), learn.to_detach(learn.y)
+        if not pred.numel(): self.dropped = True; return                  # a dropped head: nan in the log
         k = min(self.k, pred.shape[-1])
         self.correct += (pred.topk(k, -1).indices == y[:, None]).any(-1).sum().item(); self.count += len(y)
     @property
-    def value(self): return self.correct / max(self.count, 1)
+    def value(self): return float('nan') if self.dropped else self.correct / max(self.count, 1)
     @property
     def name(self): return self._name
 
@@ -153,7 +157,9 @@ class BestHeads(Callback):
         if not getattr(self, 'validated', False): return
         self.validated = False
         top1, top5 = self._top1(), self._top5()
-        for i, (label, p) in enumerate(unwrap(self.model).probes.items()):
+        m = unwrap(self.model)
+        for i, (label, p) in enumerate(m.probes.items()):
+            if label in m.dropped: continue                            # its curve ends where `HalveGrid` left it
             self.history.setdefault(label, []).append(top1.get(i))   # every head's validation curve (grid.csv)
             if top1.get(i, -1) <= self.best.get(label, {}).get('top1', -1): continue
             self.best[label] = dict(top1=top1[i], top5=top5.get(i), epoch=self.epoch)
@@ -186,7 +192,8 @@ class HeadLosses(Callback):
     def after_loss(self):
         if not self.training: return
         with torch.no_grad():
-            ls = torch.stack([F.cross_entropy(p.detach().float(), self.y, reduction='sum') for p in self.pred])
+            ls = torch.stack([F.cross_entropy(p.detach().float(), self.y, reduction='sum') if p.numel()
+                              else self.y.new_tensor(float('nan'), dtype=torch.float) for p in self.pred])
         self.tot, self.n = (ls if self.tot is None else self.tot + ls), self.n + len(self.y)
     def value(self, i:int): return None if self.tot is None else (self.tot[i] / max(self.n, 1)).item()
     def metrics(self, labels:list)->list:
@@ -196,13 +203,40 @@ class HeadLosses(Callback):
 class ProbeLoss(Metric):
     "Validation cross-entropy of probe number `i`"
     def __init__(self, i:int, label:str): self.i, self._name = i, f'{label}_valid_loss'
-    def reset(self): self.tot, self.n = 0., 0
+    def reset(self): self.tot, self.n, self.dropped = 0., 0, False
     def accumulate(self, learn):
+        if not learn.pred[self.i].numel(): self.dropped = True; return    # a dropped head: nan in the log
         self.tot += F.cross_entropy(learn.pred[self.i].float(), learn.y, reduction='sum').item(); self.n += len(learn.y)
     @property
-    def value(self): return self.tot / max(self.n, 1)
+    def value(self): return float('nan') if self.dropped else self.tot / max(self.n, 1)
     @property
     def name(self): return self._name
+
+# %% ../nbs/09a_fit.ipynb #72fa5048
+class HalveGrid(Callback):
+    "After epoch `at` (1-based), keep the better half of each probe's grid points; the rest leave the arithmetic"
+    order = 66                                         # after `BestHeads` has the epoch, before `Checkpoint` saves
+    def __init__(self, at:int, specs:dict): store_attr(); self.gone = []
+    def before_fit(self): unwrap(self.model).dropped = set(self.gone)         # also after a resume
+    def after_epoch(self):
+        if self.epoch + 1 != self.at or self.gone or num_distrib() > 1: return
+        bh, groups = next(c for c in self.learn.cbs if isinstance(c, BestHeads)), {}
+        for k, s in self.specs.items(): groups.setdefault(s.group or s.label, []).append(k)
+        for ks in groups.values():                     # sorted is stable: ties keep the grid's order
+            ranked = sorted(ks, key=lambda k: -bh.best.get(k, {}).get('top1', -1.))
+            self.gone += ranked[(len(ks) + 1) // 2:]
+        m = unwrap(self.model); m.dropped = set(self.gone)
+        for k in self.gone:
+            for p in m.probes[k].parameters(): p.grad = None      # the optimiser skips parameters without gradient
+    def ckpt_state(self)->dict: return dict(dropped=list(self.gone))
+    def load_ckpt_state(self, s:dict): self.gone = list(s.get('dropped', []))
+
+def halving_epoch(halving:float, # fraction of the epochs after which to halve; 0: never
+                  epochs:int)->int: # the epoch (1-based) after which `HalveGrid` acts; 0: never
+    "The epoch at which a grid is halved: `round(halving * epochs)`, at least 1; 0 when off or at the last epoch"
+    at = max(1, round(halving * epochs)) if check_halving(halving) else 0
+    return at if at < epochs else 0
+
 
 # %% ../nbs/09a_fit.ipynb #c1324ef7
 def accum_batch(bs:int, # the batch of one device
@@ -263,13 +297,14 @@ def evaluate_probes(model:ProbeSet, dl, # a `ProbeSet` and a DataLoader of its i
         with torch.autocast(dev.type, dtype=dt, enabled=dt is not None): preds = model(*[x.to(dev) for x in xb])
         y = y.to(dev)
         for l, p in zip(model.probes, preds):
+            if not p.numel(): continue                                         # a dropped head: not evaluated
             # (B, k): where the label is among the top k
             top = p.topk(min(max(ks), p.shape[-1]), -1).indices == y[:, None]
             for k in ks: correct[l][k] += top[:, :k].any(-1).sum().item()
             if per_image: hits[l].append(top[:, 0].cpu())
         n += len(y)
     if n == 0: raise ValueError("the evaluation DataLoader is empty")
-    res = {l: {f'top{k}': c / n for k, c in v.items()} for l, v in correct.items()}
+    res = {l: {f'top{k}': c / n for k, c in v.items()} for l, v in correct.items() if l not in model.dropped}
     if per_image:
         for l in res: res[l]['correct'] = torch.cat(hits[l]).numpy()
     return res
@@ -365,10 +400,12 @@ def _fit_callbacks(dls, # the `DataLoaders` to fit on
                    specs:dict, # the learner's `{key: ProbeSpec}`
                    out, seed:int, pct_warmup:float, meta:dict, cbs:list, # as `fit_probes` has them (`out` prepared)
                    accum_bs:int=None, # images per optimiser step, as `probe_learner` takes it
+                   halve_at:int=0, # `HalveGrid` after this epoch (`halving_epoch`); 0: never
                   )->list:
-    "The callbacks of a fit: `SeedEpoch`, the warm-up cosine schedule, `BestHeads`, `cbs`, gradient accumulation"
+    "The callbacks of a fit: `SeedEpoch`, the warm-up cosine schedule, `BestHeads`, `HalveGrid`, `cbs`, accumulation"
     cbs = [SeedEpoch(seed), ParamScheduler({'lr': warmup_cosine([s.peak_lr for s in specs.values()], pct_warmup)}),
            BestHeads(out and out/'.partial', meta=meta, specs=specs)] + list(cbs or [])
+    if halve_at: cbs.append(HalveGrid(halve_at, specs))
     if (n_acc := accum_bs) and n_acc > dls.train.bs * max(num_distrib(), 1):
         cbs.append(GradientAccumulation(n_acc // max(num_distrib(), 1)))      # fastai's: counts this rank's images
     return cbs
@@ -386,17 +423,18 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
                test_dl=None, # evaluate the best heads on it: `test_top1`, `test_top5` columns
                finish=None, # `finish(fit, folder)` writes extra artefacts into the run's folder before publishing
                cbs:list=None, # extra fastai callbacks for this fit
+               halving:float=0., # halve each probe's grid after this fraction of the epochs (`HalveGrid`); 0: never
                **kwargs, # to `probe_learner`: encoder, layer_order, depth, opt, blr, lr, blrs, wd, accum_bs, heads
               )->ProbeFit:
     "Train the probes of `specs` together; return their `ProbeFit`: the learner with the best heads loaded, the tables"
-    _check_fit(dls, epochs)
+    _check_fit(dls, epochs); halve_at = halving_epoch(halving, epochs)
     torch.manual_seed(seed)
     learn = probe_learner(dls, specs, num_classes, dim, **kwargs)
     rank0, specs = rank_distrib() == 0, learn.model.specs
     out = (prepare_out(out) if rank0 else Path(out)) if out is not None else None
-    cbs = _fit_callbacks(dls, specs, out, seed, pct_warmup, meta, cbs, kwargs.get('accum_bs'))
+    cbs = _fit_callbacks(dls, specs, out, seed, pct_warmup, meta, cbs, kwargs.get('accum_bs'), halve_at)
     opts = _run_options(learn, seed=seed, epochs=epochs, pct_warmup=pct_warmup, precision=precision, meta=meta,
-                        **kwargs)
+                        halving=halving, **kwargs)
     with (out_lock(out) if out is not None and rank0 else contextlib.nullcontext()):
         start, t_before = _start(learn, out, resume, cbs, opts)
         work = out and out/'.partial'
@@ -473,7 +511,7 @@ def _run(learn, cbs, epochs, start, t_before, out, work, precision, progress, te
             l = specs[k].label
             heads.loc[l, ['test_top1', 'test_top5', 'n_test']] = v['top1'], v['top5'], len(v['correct'])
             heads.loc[l, 'test_correct'] = pack_correct(v['correct'])     # paired comparisons later: `ep_compare`
-        heads['n_test'] = heads.n_test.astype(int)
+        heads['n_test'] = heads.n_test.astype('Int64')                # none for a head `HalveGrid` dropped
     fit = ProbeFit(learn, heads, select_heads(heads, warn=rank_distrib() == 0), _grid_curves(specs, bh), precision)
     if finish is not None and work is not None and rank_distrib() == 0: finish(fit, work)
     if out is not None and rank_distrib() == 0: _write_results(work, out, fit)
@@ -486,3 +524,8 @@ def _write_results(work:Path, out:Path, fit:ProbeFit):
     atomic_write(work/'results.json', lambda t: fit.results.reset_index().to_json(t, orient='records', indent=1))
     if len(fit.results) < len(fit.heads): atomic_write(work/'grid.csv', lambda t: fit.grid.to_csv(t, index=False))
     _publish(work, out)
+
+# %% ../nbs/09a_fit.ipynb #bf68ac55
+# nbdev wraps `__all__` at 120 columns and then prefixes `__all__ = `; these names, exported with `exporti`
+# above, join it last so that its first line stays within 120 columns
+_all_ = ['HalveGrid', 'halving_epoch']

@@ -77,13 +77,13 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
                 epochs:int=10, opt:str='adamw', # training epochs; 'adamw' or 'lars' (the paper's)
                 blrs='default', # learning-rate grid for probes without `blr`/`lr`: 'default', 'none' or '1e-3,1e-2'
                 blr:float=None, lr:float=None, # one base or fixed learning rate for every probe (no grid then)
-                accum_bs:int=None, # effective batch by gradient accumulation (a multiple of `bs`; the paper: 4096)
+                accum_bs:int=None, halving:float=0.2, # effective batch (`accum_batch`); `fit.HalveGrid` at this share
                 out:str='ep_probe_out', resume:bool=False, # output folder; continue an interrupted run in it
                 knn:bool=False, # also run the k-NN sweep on the cached [CLS] / mean tokens
                 **kwargs): # the run's inputs: `Prepared`'s options (data, layers, bs, seed, precision, ...)
     "Probe a frozen `encoder` on `data` with several probes at once; returns a `ProbeRun`"
     t0 = time.perf_counter()
-    check_run_options(opt, epochs=epochs, blr=blr, lr=lr, **kwargs)
+    check_run_options(opt, epochs=epochs, blr=blr, lr=lr, halving=halving, **kwargs)
     if accum_bs is not None: accum_batch(kwargs.get('bs', 256), accum_bs)      # a multiple of the batch, first
     blrs = parse_blrs(blrs)
     with (out_lock(prepare_out(out)) if out is not None else contextlib.nullcontext()):   # writable, ours alone, first
@@ -94,11 +94,11 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
             raise Interrupted('interrupted during feature extraction; run the same command again: '
                               'the shards already written are kept') from None
         options = dict(seed=p.seed, epochs=epochs, opt=opt, bs=p.bs, accum_bs=accum_bs, stream=p.stream, blrs=blrs,
-                       blr=blr, lr=lr)
+                       blr=blr, lr=lr, halving=halving)
         fit = fit_probes(dls, specs, len(p.classes), p.dim, heads=heads, epochs=epochs, out=out, resume=resume,
                          seed=p.seed, precision=p.precision, progress=p.progress, meta=p.meta, test_dl=p.test_dl,
                          encoder=p.enc if p.stream else None, layer_order=p.layers, depth=p.depth, opt=opt, blr=blr,
-                         lr=lr, accum_bs=accum_bs, finish=partial(_run_record, p=p, options=options))
+                         lr=lr, accum_bs=accum_bs, halving=halving, finish=partial(_run_record, p=p, options=options))
         return ProbeRun(fit, p, p.meta, dict(total_s=time.perf_counter() - t0), _knn(p, knn, out))
 
 # %% ../nbs/11_pipeline.ipynb #0be4876f
@@ -136,6 +136,7 @@ def _run_options(recipe:str=None, # 'paper': LARS, its blr grid, 90 epochs, batc
                  epochs:int=None, # training epochs (default 10)
                  bs:int=256, # batch size of one step on one device
                  accum_bs:int=None, # effective batch through gradient accumulation, a multiple of --bs (default: --bs)
+                 halving:float=0.2, # keep the better half of each probe's grid after this share of the epochs; 0: no
                  opt:str=None, # 'adamw' (default: suits a 10-epoch run) or 'lars' (the paper's)
                  blrs:str=None, # grid for probes without blr/lr: 'default' (per kind and --opt), 'none' or '1e-3,1e-2'
                  blr:float=None, # one base learning rate for every probe instead of a grid, lr = blr * bs / 256
