@@ -302,7 +302,7 @@ def ep_bench_train(model:str='vit_small_patch16_224', # timm model name (random 
                    only:str='joint,cache,grid,stack,extract', # which benchmarks to run (protocol too)
                    debug:bool=False, # show the traceback of errors
                   ):
-    "Benchmark K probes in one backbone pass against K separate runs, cached tokens against streaming, and so on"
+    "Time K probes in one backbone pass, the cache, the grid, stacked heads, bf16 extraction, the paper's protocol"
     with user_errors('ep_bench_train', debug):
         only = _only(only)
         if threads: torch.set_num_threads(threads)
