@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['EpochTimer', 'RandomImages', 'bench_cache', 'bench_grid', 'bench_extract', 'together', 'bench_stack',
-           'ep_bench_train', 'timed_fit', 'bench_joint']
+           'bench_protocol', 'ep_bench_train', 'timed_fit', 'bench_joint']
 
 # %% ../nbs/11a_bench_train.ipynb #4397f690
 import time, tempfile, warnings, copy
@@ -60,18 +60,27 @@ def bench_joint(enc, ds, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=32, epochs:in
     return dict(joint_s=joint, separate_s=sum(alone.values()), per_probe_s=alone, ratio=sum(alone.values()) / joint,
                 K=len(specs))
 
-# %% ../nbs/11a_bench_train.ipynb #e273c1f7
-def bench_cache(enc, ds, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=32, epochs:int=3, cache_dir=None)->dict:
-    "Seconds per epoch on cached tokens vs streaming images through `enc`; extraction time separately"
-    n = len(ds); half = [torch.utils.data.Subset(ds, range(n // 2)), torch.utils.data.Subset(ds, range(n // 2, n))]
-    stream = timed_fit(DataLoaders.from_dsets(*half, bs=bs, shuffle=True), list(specs), enc.embed_dim, epochs,
-                       encoder=enc)
-    root = Path(cache_dir or tempfile.mkdtemp())
-    t = time.perf_counter()
+# %% ../nbs/11a_bench_train.ipynb #95120b0f
+def _halves(ds)->list:
+    "The first half of `ds` to train on, the second to validate on"
+    n = len(ds); return [torch.utils.data.Subset(ds, range(n // 2)), torch.utils.data.Subset(ds, range(n // 2, n))]
+
+def _cache_halves(enc, half:list, bs:int, cache_dir=None)->tuple:
+    "`DataLoaders` over the tokens of `half` extracted by `enc` into a cache, and the seconds extracting took"
+    root, t = Path(cache_dir or tempfile.mkdtemp()), time.perf_counter()
     caches = [FeatureCache(extract_features(enc, h, root, name=f'bench{i}', progress=False).path, list(enc.layers),
                            dtype=torch.float16) for i, h in enumerate(half)]
     extract_s = time.perf_counter() - t
     dls = DataLoaders(cached_dl(CachedTokens(caches[0]), bs, shuffle=True), cached_dl(CachedTokens(caches[1]), bs))
+    return dls, extract_s
+
+# %% ../nbs/11a_bench_train.ipynb #e273c1f7
+def bench_cache(enc, ds, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=32, epochs:int=3, cache_dir=None)->dict:
+    "Seconds per epoch on cached tokens vs streaming images through `enc`; extraction time separately"
+    half = _halves(ds)
+    stream = timed_fit(DataLoaders.from_dsets(*half, bs=bs, shuffle=True), list(specs), enc.embed_dim, epochs,
+                       encoder=enc)
+    dls, extract_s = _cache_halves(enc, half, bs, cache_dir)
     cached = timed_fit(dls, list(specs), enc.embed_dim, epochs, layer_order=list(enc.layers), depth=enc.depth)
     later = lambda ts: float(np.median(ts[1:])) if len(ts) > 1 else ts[0]
     return dict(stream_epoch_s=later(stream), cached_epoch_s=later(cached), extract_s=extract_s,
@@ -111,6 +120,13 @@ def bench_extract(enc, x:torch.Tensor, bs:int=256, reps:int=2)->dict:
     enc.precision = was
     f32, b16 = float(np.median(ts['none'])), float(np.median(ts['bf16']))
     return dict(fp32_s=f32, bf16_s=b16, ratio=f32 / b16, images=len(x))
+
+# %% ../nbs/11a_bench_train.ipynb #dfcb6064
+def _bench_mae(n:int=2000, # Fashion-MNIST test images
+              )->dict:
+    "`bench_extract` on the embedded MAE encoder and the first `n` Fashion-MNIST test images"
+    mae = create_encoder('mae_fmnist')
+    return bench_extract(mae, torch.stack([mae.transform()(fmnist_sample('test')[i][0]) for i in range(n)]))
 
 # %% ../nbs/11a_bench_train.ipynb #93e43ab0
 def _batched_heads(probes:list, z:torch.Tensor # pooled `(B, G, C')`, one slice per head
@@ -168,6 +184,33 @@ def bench_stack(N:int=49, P:int=1, C:int=192, specs=('lp', 'gap', 'ep', 'mhca'),
     return dict(probes=rows, separate_ms=sep, together_ms=best, ratio=sep / best, precision=prec,
                 device=dev, bs=bs)
 
+# %% ../nbs/11a_bench_train.ipynb #aeb82564
+def bench_protocol(enc, ds, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=32, epochs:int=1, cache_dir=None,
+                   timed:int=1, # streaming runs timed per probe, the others counted at their mean; None: all
+                  )->dict:
+    "Seconds per tuned result: one extraction and every grid together vs one streaming run per grid point"
+    if timed is not None and timed < 1: raise ValueError(f"timed={timed}: time at least 1 run per probe, or None: all")
+    one, half = parse_specs(list(specs)), _halves(ds)
+    grids = {s.label: grid_specs([s], 'default', 'adamw') for s in one}
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # random labels: where the grid's choices fall means nothing
+        dls, extract_s = _cache_halves(enc, half, bs, cache_dir)
+        t = time.perf_counter()
+        timed_fit(dls, sum(grids.values(), []), enc.embed_dim, epochs, layer_order=list(enc.layers), depth=enc.depth)
+        train_s, stream, run_s = time.perf_counter() - t, DataLoaders.from_dsets(*half, bs=bs, shuffle=True), {}
+        for k, g in grids.items():
+            run_s[k] = []
+            for p in g[:timed or len(g)]:
+                t = time.perf_counter(); timed_fit(stream, [p], enc.embed_dim, epochs, encoder=enc)
+                run_s[k].append(time.perf_counter() - t)
+    paper_s = sum(len(grids[k]) * float(np.mean(ts)) for k, ts in run_s.items())
+    ours_s, R = extract_s + train_s, len(one)                     # R tuned results: each probe's best point
+    return dict(model=enc.name, images=len(ds), epochs=epochs, grid={k: len(g) for k, g in grids.items()},
+                extract_s=extract_s, train_s=train_s, ours_s=ours_s, paper_s=paper_s, paper_run_s=run_s,
+                paper_runs=sum(len(g) for g in grids.values()), paper_runs_timed=sum(map(len, run_s.values())),
+                results=R, ours_per_result_s=ours_s / R, paper_per_result_s=paper_s / R,
+                ratio=(paper_s / R) / (ours_s / R))
+
 # %% ../nbs/11a_bench_train.ipynb #ef1f4636
 def _joint_text(j:dict, # from `bench_joint`
                 specs:list, # the probes
@@ -220,6 +263,33 @@ def _extract_text(e:dict, # from `bench_extract`
             f"fp32 {e['fp32_s']:.1f}s, bf16 autocast {e['bf16_s']:.1f}s: "
             f"{e['ratio']:.2f}x faster in bf16 (native bf16 here: {native_bf16()})")
 
+# %% ../nbs/11a_bench_train.ipynb #bdb0b58c
+def _protocol_text(p:dict, # from `bench_protocol`
+                  )->str:
+    "The line `ep_bench_train` prints for `bench_protocol`"
+    n, heads, all_ = p['images'], p['paper_runs'], p['paper_runs_timed'] == p['paper_runs']
+    timed = 'all' if all_ else f"{p['paper_runs_timed']} of"
+    rest = '' if all_ else ", the others counted at their probe's mean"
+    return (f"the protocol on {p['model']}, {n} images ({n // 2} train, {n - n // 2} validation), "
+            f"{p['epochs']} epoch{'s' * (p['epochs'] != 1)}, the default grids "
+            f"({', '.join(f'{k} {v}' for k, v in p['grid'].items())}: {heads} heads, {p['results']} tuned results): "
+            f"ours, one extraction {p['extract_s']:.1f}s + all {heads} heads together {p['train_s']:.1f}s "
+            f"= {p['ours_s']:.1f}s; the paper code's way, one streaming run per grid point: {p['paper_s']:.1f}s "
+            f"({timed} {heads} runs timed{rest}); "
+            f"per tuned result ours {p['ours_per_result_s']:.1f}s, the paper's {p['paper_per_result_s']:.1f}s: "
+            f"the paper's way takes {p['ratio']:.1f}x as long")
+
+# %% ../nbs/11a_bench_train.ipynb #ebb783f5
+_benches = ('joint', 'cache', 'grid', 'stack', 'extract', 'protocol')   # what `--only` may name
+
+def _only(only:str)->list:
+    "The benchmarks `only` names (comma-separated), checked against `_benches`"
+    names, use = [s.strip() for s in only.split(',') if s.strip()], ', '.join(_benches)
+    if not names: raise ValueError(f"--only {only!r} names no benchmark; use some of {use}, comma-separated")
+    if bad := [s for s in names if s not in _benches]:
+        raise ValueError(f"--only {only!r}: unknown benchmark {', '.join(map(repr, bad))}; use some of {use}")
+    return names
+
 # %% ../nbs/11a_bench_train.ipynb #ea0de0ca
 @call_parse
 def ep_bench_train(model:str='vit_small_patch16_224', # timm model name (random weights)
@@ -229,11 +299,12 @@ def ep_bench_train(model:str='vit_small_patch16_224', # timm model name (random 
                    bs:int=32, # batch size
                    epochs:int=3, # epochs of the cache benchmark
                    threads:int=None, # torch threads (default: torch's)
-                   only:str='joint,cache,grid,stack,extract', # which benchmarks to run
+                   only:str='joint,cache,grid,stack,extract', # which benchmarks to run (protocol too)
                    debug:bool=False, # show the traceback of errors
                   ):
-    "Benchmark K probes in one backbone pass against K separate runs, and cached tokens against streaming"
+    "Time K probes in one backbone pass, the cache, the grid, stacked heads, bf16 extraction, the paper's protocol"
     with user_errors('ep_bench_train', debug):
+        only = _only(only)
         if threads: torch.set_num_threads(threads)
         torch.manual_seed(0)
         # speed only: random weights
@@ -245,10 +316,8 @@ def ep_bench_train(model:str='vit_small_patch16_224', # timm model name (random 
         if 'cache' in only: print(_cache_text(bench_cache(enc, ds, specs, bs, epochs)))
         if 'grid' in only: print(_grid_text(bench_grid(specs=specs), specs))
         if 'stack' in only: print(_stack_text(bench_stack(specs=specs)))
-        if 'extract' in only:
-            mae = create_encoder('mae_fmnist')
-            x = torch.stack([mae.transform()(fmnist_sample('test')[i][0]) for i in range(2000)])
-            print(_extract_text(bench_extract(mae, x)))
+        if 'extract' in only: print(_extract_text(_bench_mae()))
+        if 'protocol' in only: print(_protocol_text(bench_protocol(enc, ds, specs, bs)))
 
 # %% ../nbs/11a_bench_train.ipynb #2198af02
 # nbdev wraps `__all__` at 120 columns and then prefixes `__all__ = `; these names, exported with `exporti`
