@@ -348,7 +348,7 @@ def _fill_cache(encoder, dataset, transform, # as `extract_features` has them
     todo, bad = _todo(d, shards, shapes)
     m, nbytes, size = _cache_size(n, shapes, todo, len(shards))
     bar, free = progress and interactive(), _free_space(d)
-    if progress: print(f"caching {_describe(n, shapes)}: {size} in {d} ({human_bytes(free)} free)", flush=True)
+    if progress and m: print(f"caching {_describe(n, shapes)}: {size} in {d} ({human_bytes(free)} free)", flush=True)
     check_free_space(d, nbytes + (1 << 20), shapes['patch'][0], free)
     _start_cache(d, bad, dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()},
                               layers=list(encoder.layers)))
