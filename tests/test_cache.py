@@ -30,8 +30,9 @@ def arrays(fc):
 def test_key_reuse_and_change(tmp_path, capsys):
     enc, ds = create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24)
     fc = extract_features(enc, ds, tmp_path, **ARGS)
-    out = capsys.readouterr().out                                   # not a terminal: one line, after the extraction
-    assert out.startswith('extracted 24 images x 2 layers') and out.count('\n') == 1 and '\r' not in out
+    out = capsys.readouterr().out                                   # not a terminal: one line before, one after
+    assert out.startswith('caching 24 images x 2 layers') and out.count('\n') == 2 and '\r' not in out
+    assert out.splitlines()[1].startswith('extracted 24 images x 2 layers')
     reads, mtimes = ds.reads, {p: p.stat().st_mtime_ns for p in fc.path.rglob('*.npy')}
     again = extract_features(create_encoder(tiny_vit(), layers=[0, 2]), ds, tmp_path, **ARGS)
     assert again.path == fc.path and capsys.readouterr().out == ''
@@ -89,8 +90,10 @@ def test_not_enough_disk(tmp_path, monkeypatch):
     real = cache.shutil.disk_usage
     monkeypatch.setattr(cache.shutil, 'disk_usage', lambda p: real(p)._replace(free=10_000))
     enc = create_encoder(tiny_vit(), layers=[0, 2])
-    with pytest.raises(OSError, match=r"not enough free disk .* needs 1\.\d MB, 9\.8 KB are free; free some space, pass another "
-                                      r"--cache_dir, stream the images with --stream, or probe fewer --layers$"):
+    with pytest.raises(ValueError, match=r"not enough free disk .* needs 1\.\d MB, 9\.8 KB are free; stream the images instead "
+                                         r"of caching their tokens \(--stream\), pass another --cache_dir with 1\.\d MB free, "
+                                         r"probe fewer --layers \(each of the 2 takes .*\), or free some space \(the cache is fp16, "
+                                         r"the smallest cache dtype it has\)$"):
         extract_features(enc, SlowImages(48), tmp_path, **ARGS)
     assert list(tmp_path.iterdir()) == []                           # nothing was written
 
@@ -307,7 +310,8 @@ def test_logs(tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().out == ''                            # progress=False: silent
     extract_features(create_encoder(tiny_vit(), layers=2), SlowImages(24), tmp_path/'b', **ARGS)
     out = capsys.readouterr().out
-    assert re.fullmatch(r"extracted 24 images x 1 layer x \(16\+2\) tokens x 32 channels in \d+\.\d s \([\d,]+ img/s\) -> \S+ \([\d.]+ KB fp16\)\n", out), out
+    assert re.fullmatch(r"caching 24 images x 1 layer x \(16\+2\) tokens x 32 channels: [\d.]+ KB fp16 in \S+ \([\d.]+ [KMGT]?B free\)\n"
+                        r"extracted 24 images x 1 layer x \(16\+2\) tokens x 32 channels in \d+\.\d s \([\d,]+ img/s\) -> \S+ \([\d.]+ KB fp16\)\n", out), out
     (d,) = (tmp_path/'b').iterdir(); (d/'manifest.json').write_text('[]')
     with pytest.warns(UserWarning, match='rebuilding the cache'):
         extract_features(create_encoder(tiny_vit(), layers=2), SlowImages(24), tmp_path/'b', **ARGS)
@@ -316,4 +320,4 @@ def test_logs(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cache, 'interactive', lambda: True)        # a terminal: the size first, then fastprogress's bar
     extract_features(create_encoder(tiny_vit(), layers=2), SlowImages(24), tmp_path/'c', **ARGS)
     out = capsys.readouterr().out
-    assert out.startswith('feature cache ') and ': 24 images x 1 layer x (16+2) tokens' in out and 'extracted' not in out
+    assert out.startswith('caching 24 images x 1 layer x (16+2) tokens') and ' free)' in out and 'extracted' not in out
