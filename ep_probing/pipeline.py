@@ -16,7 +16,7 @@ from fastcore.meta import delegates
 from fastcore.script import call_parse
 from .prepare import Prepared
 from .datasets import data_table
-from .fit import fit_probes, prepare_out, accum_batch, ProbeFit
+from .fit import fit_probes, prepare_out, accum_batch, ProbeFit, halving_epoch
 from .specs import parse_blrs
 from .core import Interrupted, user_errors, out_lock, run_flags, write_json
 from .knn import knn_eval, knn_best
@@ -170,11 +170,14 @@ def _header(run:ProbeRun, o:dict)->str:
     m, fp, r = run.meta, lambda v: 'fp32' if v == 'none' else v, run.results
     accum = f", effective batch {o['accum_bs']}" if o['accum_bs'] else ''
     recipe = f" (--recipe {o['recipe']})" if o['recipe'] else ''
+    gone = run.model.dropped                             # heads `fit.HalveGrid` took out of the grid
+    halved = (f", each grid halved after epoch {halving_epoch(o['halving'], o['epochs'])} "
+              f"({len(run.heads) - len(gone)} heads on)") if gone else ''
     return (f"ep_probe: {m['encoder']} ({m['weights']} weights) on {m['data']} ({len(m['classes'])} classes), "
             f"layers {m['layers']}, {o['epochs']} epochs, {o['opt']}{accum}{recipe}; "
             f"{'streamed' if o['stream'] else 'cached tokens'} ({fp(run.prepared.extract_precision)} extraction, "
             f"{fp(run.fit.precision)} heads); {len(run.heads)} heads ({len(r)} probes x their grid points) "
-            f"trained together in {r.train_s.iloc[0]:.1f}s ({run.times['total_s']:.1f}s in all)")
+            f"trained together{halved} in {r.train_s.iloc[0]:.1f}s ({run.times['total_s']:.1f}s in all)")
 
 # %% ../nbs/11_pipeline.ipynb #14bde27c
 _norms = {'auto': None, 'on': True, 'off': False}                     # --norm: `create_encoder`'s `norm`
