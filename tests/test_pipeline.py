@@ -61,7 +61,7 @@ def test_grid_from_the_command_line(tmp_path):
     "`ep_probe` with a grid in a probe spec and --blrs for the others: one row per probe with the chosen blr, grid.csv, chosen heads"
     import subprocess, pandas as pd
     r = subprocess.run(['ep_probe', '--probes', 'gap,ep:num_queries=8,blr=1e-3|1e-2', '--blrs', '0.01,0.1', '--epochs', '2', '--train_size', '1000',
-                        '--test_size', '500', '--out', str(tmp_path/'o'), '--cache_dir', str(tmp_path/'c')], capture_output=True, text=True, timeout=600)
+                        '--test_size', '500', '--halving', '0', '--out', str(tmp_path/'o'), '--cache_dir', str(tmp_path/'c')], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     res = pd.read_csv(tmp_path/'o'/'results.csv', index_col=0)
     assert list(res.index) == ['gap', 'ep_num_queries=8'] and res.loc['gap', 'blr'] in (0.01, 0.1) and res.loc['ep_num_queries=8', 'blr'] in (1e-3, 1e-2)
