@@ -13,7 +13,7 @@ import torch, torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 from fastcore.script import call_parse
 from .core import atomic_write, user_errors, check_count, resolve_precision, precision_dtype, run_flags
-from .probes import create_probe, probe_registry, n_params
+from .probes import create_probe, probe_registry, n_params, list_probes
 
 # %% ../nbs/04b_bench.ipynb #983bef67
 def _status_kb(field): return int(re.search(rf'{field}:\s+(\d+)', Path('/proc/self/status').read_text()).group(1))
@@ -56,21 +56,23 @@ def count_macs(f, # a function of no arguments to run once
     return fc.get_total_flops() // 2
 
 # %% ../nbs/04b_bench.ipynb #763dae47
-bench_cases = {'ep': ('ep', {}), 'ep_value_first': ('ep', dict(pool_first=False)),
-               'mhca': ('mhca', dict(pool_first=False)), 'mhca_pool_first': ('mhca', dict(pool_first=True))}
+bench_cases = {'ep': ('ep', {}), 'ep_value_first': ('ep', dict(pool_first=False))}
+for _n in ('mhca', 'aim', 'coca', 'jepa', 'cae'):     # usual order under the probe's name, and its pool-first default
+    bench_cases.update({_n: (_n, dict(pool_first=False)), f'{_n}_pool_first': (_n, dict(pool_first=True))})
 
 def resolve_cases(probes:str='ep,ep_value_first,mhca,mhca_pool_first' # comma-separated case or probe names, or 'all'
                  )->dict:
     "Map a comma-separated list of names (or `'all'`) to `{label: (probe name, options)}`"
-    if probes == 'all': names = ['ep', 'ep_value_first'] + [n for n in probe_registry if n != 'ep']
+    registered = list_probes(False)                     # the whole registry, the zoo included
+    if probes == 'all': names = ['ep', 'ep_value_first'] + [n for n in registered if n != 'ep']
     else: names = [n.strip() for n in probes.split(',') if n.strip()]
     if not names: raise ValueError("no probes given; pass e.g. --probes ep,mhca or --probes all")
     res = {}
     for n in names:
         if n in bench_cases: res[n] = bench_cases[n]
-        elif n in probe_registry: res[n] = (n, {})
+        elif n in registered: res[n] = (n, {})
         else:
-            valid = list(bench_cases) + [p for p in probe_registry if p not in bench_cases]
+            valid = list(bench_cases) + [p for p in registered if p not in bench_cases]
             raise ValueError(f"unknown probe {n!r}; valid: {', '.join(valid)}, or 'all'")
     return res
 

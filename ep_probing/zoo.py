@@ -51,10 +51,12 @@ class CrossAttentionPool(nn.Module):
                  dim:int, # token width `C`
                  num_heads:int, # heads `H`
                  head_dim:int=None, # width of a head; None: `dim // num_heads`
+                 pool_first:bool=False, # pool, then project (exact, cheaper); see `forward_pool_first`
                 ):
         super().__init__()
         if head_dim is None: check_divisible(dim, num_heads, what='num_heads'); head_dim = dim // num_heads
         self.dim, self.out_dim, self.num_heads, self.head_dim = dim, dim, num_heads, head_dim
+        self.pool_first = pool_first
         self.scale, self.fused_attn = head_dim ** -0.5, use_fused_attn()
     def _attn(self, q, k): return ((q * self.scale) @ k.transpose(-2, -1)).softmax(-1)  # (B, H, L, N)
     def _qkv(self, x): raise NotImplementedError(f"{type(self).__name__} must define `_qkv(x) -> (q, k, v)`")
@@ -71,13 +73,40 @@ def attn_weights(self:CrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
 @patch
 def forward(self:CrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
            )->torch.Tensor: # pooled `(B, C)`
-    "Attend with the fused SDPA kernel or explicitly, then `_out`"
+    "Pool-first when `pool_first`; else attend with the fused SDPA kernel or explicitly; then `_out`"
+    if self.pool_first: return self._out(self.forward_pool_first(x))
     q, k, v = self._qkv(check_tokens(x, self.dim))
     if self.fused_attn:
         H = q.shape[1]
         o = F.scaled_dot_product_attention(q, k.expand(-1, H, -1, -1), v.expand(-1, H, -1, -1), scale=self.scale)
     else: o = self._attn(q, k) @ v                  # (B, H, L, d)
     return self._out(o)
+
+# %% ../nbs/04a_zoo.ipynb #8720ae3f
+@patch
+def _fold(self:CrossAttentionPool, q:torch.Tensor, # queries `(H, L, d)`
+          w_k:torch.Tensor): # `W_K`, `(H d, C)`, or `(d, C)` for one key head shared by every query head
+    "Each head's queries folded into its rows of `W_K`, scaled: `(H, L, C)` logit vectors over the tokens"
+    w = w_k.view(-1, self.head_dim, w_k.shape[-1]).expand(q.shape[0], -1, -1)   # (H, d, C)
+    return torch.einsum('hld,hdc->hlc', q, w) * self.scale
+
+@patch
+def _project(self:CrossAttentionPool, p:torch.Tensor, # pooled tokens `(B, H, L, C)`
+             w_v:torch.Tensor, b_v:torch.Tensor=None): # `W_V` `(H d, C)` or `(d, C)`, and its bias
+    "Each head's pooled tokens through its rows of `W_V`: `(B, H, L, C) -> (B, H, L, d)`"
+    w = w_v.view(-1, self.head_dim, w_v.shape[-1]).expand(p.shape[1], -1, -1)   # (H, d, C)
+    y = torch.einsum('bhlc,hdc->bhld', p, w)
+    return y if b_v is None else y + b_v.view(-1, 1, self.head_dim)
+
+@patch
+def forward_pool_first(self:CrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
+                      )->torch.Tensor: # attended values `(B, H, L, d)`, equal to the usual order's
+    "Queries folded into `W_K`, tokens pooled per head and query, then projected: no token goes through `W_K`, `W_V`"
+    s = self._pool_tokens(check_tokens(x, self.dim))                            # (B, N, C)
+    f = self._folded()                                                          # (H, L, C)
+    a = (f.flatten(0, 1) @ s.transpose(1, 2)).softmax(-1)                       # (H L, C) @ (B, C, N) -> (B, H L, N)
+    return self._values((a @ s).unflatten(1, f.shape[:2]))                      # (B, H, L, C) -> (B, H, L, d)
+
 
 # %% ../nbs/04a_zoo.ipynb #4cc25555
 class ABMILPool(nn.Module):
@@ -258,8 +287,9 @@ class AIMPool(CrossAttentionPool):
                  dim:int, # token width `C`
                  num_heads:int=16, # heads `H`
                  num_queries:int=1, # learnable queries, averaged at the end
+                 pool_first:bool=True, # pool, then project (exact, cheaper); False: the usual order
                 ):
-        super().__init__(dim, num_heads)
+        super().__init__(dim, num_heads, pool_first=pool_first)
         self.num_queries = num_queries
         self.norm = nn.BatchNorm1d(dim, affine=False, eps=1e-6)
         self.query = nn.Parameter(trunc_normal_(torch.zeros(1, num_queries, dim), std=.02))  # (1, M, C)
@@ -269,11 +299,14 @@ class AIMPool(CrossAttentionPool):
         q = _heads(self.query, self.num_heads).expand(x.shape[0], -1, -1, -1)     # (B, H, M, d)
         return q, _heads(self.k(x), self.num_heads), _heads(self.v(x), self.num_heads)
     def _out(self, o): return _merge(o).mean(1)                                   # (B, M, C) -> (B, C)
+    def _pool_tokens(self, x): return self.norm(x.transpose(1, 2)).transpose(1, 2)  # (B, N, C) standardised
+    def _folded(self): return self._fold(_heads(self.query, self.num_heads)[0], self.k.weight)  # (H, M, C)
+    def _values(self, p): return self._project(p, self.v.weight)                   # (B, H, M, d)
 
 @register_probe('aim')
-def aim_pool(dim:int, num_heads:int=16, num_queries:int=1):
-    "AIM's attentive probe (`AIMPool`)"
-    return AIMPool(dim, num_heads, num_queries)
+def aim_pool(dim:int, num_heads:int=16, num_queries:int=1, pool_first:bool=True):
+    "AIM's attentive probe (`AIMPool`), pool-first unless `pool_first=False`"
+    return AIMPool(dim, num_heads, num_queries, pool_first)
 
 # %% ../nbs/04a_zoo.ipynb #2f468f25
 class CoCaPool(CrossAttentionPool):
@@ -283,8 +316,9 @@ class CoCaPool(CrossAttentionPool):
                  num_queries:int=196, # learnable queries created (only the first is used, as in the reference)
                  num_heads:int=8, # query heads `H`
                  head_dim:int=64, # width of a head and of the shared key/value head
+                 pool_first:bool=True, # pool, then project (exact, cheaper); False: the usual order
                 ):
-        super().__init__(dim, num_heads, head_dim)
+        super().__init__(dim, num_heads, head_dim, pool_first)
         self.num_queries = num_queries
         self.query = nn.Parameter(torch.randn(num_queries, dim))       # (M, C); LN follows, so the scale is irrelevant
         self.norm = nn.LayerNorm(dim, bias=False)
@@ -303,10 +337,21 @@ def _qkv(self:CoCaPool, x:torch.Tensor): # tokens `(B, N, C)`
 @patch
 def _out(self:CoCaPool, o:torch.Tensor): return self.proj(_merge(o))[:, 0]  # (B, H, 1, d) -> (B, C)
 
+@patch
+def _pool_tokens(self:CoCaPool, x:torch.Tensor): return x                  # keys and values read the raw tokens
+
+@patch
+def _folded(self:CoCaPool): # the first query's heads folded into the shared key head: `(H, 1, C)`
+    q = _heads(self.q(self.norm(self.query[:1]))[None], self.num_heads)[0]   # (H, 1, d)
+    return self._fold(q, self.kv.weight[:self.head_dim])
+
+@patch
+def _values(self:CoCaPool, p:torch.Tensor): return self._project(p, self.kv.weight[self.head_dim:])  # (B, H, 1, d)
+
 @register_probe('coca')
-def coca_pool(dim:int, num_queries:int=196, num_heads:int=8, head_dim:int=64):
-    "CoCa's attentional pooler (`CoCaPool`)"
-    return CoCaPool(dim, num_queries, num_heads, head_dim)
+def coca_pool(dim:int, num_queries:int=196, num_heads:int=8, head_dim:int=64, pool_first:bool=True):
+    "CoCa's attentional pooler (`CoCaPool`), pool-first unless `pool_first=False`"
+    return CoCaPool(dim, num_queries, num_heads, head_dim, pool_first)
 
 # %% ../nbs/04a_zoo.ipynb #03bee41f
 class ClassAttentionPool(nn.Module):
@@ -403,8 +448,9 @@ class JEPAPool(CrossAttentionPool):
                  num_heads:int=16, # heads `H`
                  mlp_ratio:float=4., # MLP hidden width / `C`
                  qkv_bias:bool=True, # biases in `q`, `kv`
+                 pool_first:bool=True, # pool, then project (exact, cheaper); False: the usual order
                 ):
-        super().__init__(dim, num_heads)
+        super().__init__(dim, num_heads, pool_first=pool_first)
         self.query = nn.Parameter(trunc_normal_(torch.zeros(1, 1, dim), std=.02))  # (1, 1, C)
         self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
         self.q, self.kv = nn.Linear(dim, dim, bias=qkv_bias), nn.Linear(dim, 2 * dim, bias=qkv_bias)
@@ -425,10 +471,22 @@ def _out(self:JEPAPool, o:torch.Tensor): # attended values `(B, H, 1, d)`
     y = self.query + self.proj(_merge(o))            # (B, 1, C)
     return (y + self.mlp(self.norm2(y)))[:, 0]       # (B, C)
 
+@patch
+def _pool_tokens(self:JEPAPool, x:torch.Tensor): return self.norm1(x)     # (B, N, C) normalised
+
+@patch
+def _folded(self:JEPAPool): # the query's heads folded into the key half of `kv`: `(H, 1, C)`
+    return self._fold(_heads(self.q(self.query), self.num_heads)[0], self.kv.weight[:self.dim])
+
+@patch
+def _values(self:JEPAPool, p:torch.Tensor): # pooled tokens `(B, H, 1, C)`
+    b = None if self.kv.bias is None else self.kv.bias[self.dim:]
+    return self._project(p, self.kv.weight[self.dim:], b)                  # (B, H, 1, d)
+
 @register_probe('jepa')
-def jepa_pool(dim:int, num_heads:int=16, mlp_ratio:float=4., qkv_bias:bool=True):
-    "V-JEPA's attentive pooler (`JEPAPool`)"
-    return JEPAPool(dim, num_heads, mlp_ratio, qkv_bias)
+def jepa_pool(dim:int, num_heads:int=16, mlp_ratio:float=4., qkv_bias:bool=True, pool_first:bool=True):
+    "V-JEPA's attentive pooler (`JEPAPool`), pool-first unless `pool_first=False`"
+    return JEPAPool(dim, num_heads, mlp_ratio, qkv_bias, pool_first)
 
 # %% ../nbs/04a_zoo.ipynb #5545ae66
 class DOLGPool(nn.Module):
@@ -471,22 +529,29 @@ class CAEPool(CrossAttentionPool):
     def __init__(self,
                  dim:int, # token width `C`
                  num_heads:int=8, # heads `H`
+                 pool_first:bool=True, # pool, then project (exact, cheaper); False: the usual order
                 ):
-        super().__init__(dim, num_heads)
+        super().__init__(dim, num_heads, pool_first=pool_first)
         self.query = nn.Parameter(torch.zeros(1, 1, dim))                                  # (1, 1, C)
         self.norm_q, self.norm_k, self.norm_v = [nn.LayerNorm(dim, eps=1e-6) for _ in range(3)]
         self.q, self.k, self.v = [nn.Linear(dim, dim, bias=False) for _ in range(3)]
         self.proj = nn.Linear(dim, dim)
         self.unused_norm = nn.LayerNorm(dim, eps=1e-6)  # in the reference, never called: counts 2C parameters
     def _qkv(self, x):
-        q = _heads(self.q(self.norm_q(self.query)), self.num_heads).expand(x.shape[0], -1, -1, -1)  # (B, H, 1, d)
+        q = self._qkv_query()[None].expand(x.shape[0], -1, -1, -1)                        # (B, H, 1, d)
         return q, _heads(self.k(self.norm_k(x)), self.num_heads), _heads(self.v(self.norm_v(x)), self.num_heads)
     def _out(self, o): return self.proj(_merge(o))[:, 0]                                   # (B, C)
+    # pool-first: pool the standardised tokens; `norm_k`'s scale folds into `W_K` (its shift cancels), `norm_v`'s
+    # affine map applies to the pooled tokens (the weights sum to 1)
+    def _pool_tokens(self, x): return F.layer_norm(x, (self.dim,), eps=self.norm_k.eps)  # (B, N, C)
+    def _folded(self): return self._fold(self._qkv_query(), self.k.weight * self.norm_k.weight)  # (H, 1, C)
+    def _values(self, p): return self._project(p * self.norm_v.weight + self.norm_v.bias, self.v.weight)
+    def _qkv_query(self): return _heads(self.q(self.norm_q(self.query)), self.num_heads)[0]   # (H, 1, d)
 
 @register_probe('cae')
-def cae_pool(dim:int, num_heads:int=8):
-    "CAE's attentive block (`CAEPool`)"
-    return CAEPool(dim, num_heads)
+def cae_pool(dim:int, num_heads:int=8, pool_first:bool=True):
+    "CAE's attentive block (`CAEPool`), pool-first unless `pool_first=False`"
+    return CAEPool(dim, num_heads, pool_first)
 
 # %% ../nbs/04a_zoo.ipynb #7c4429ca
 class CBAMPool(nn.Module):
