@@ -31,10 +31,11 @@ class MultiQueryCrossAttentionPool(nn.Module):
                  v_bias:bool=False, # bias in the value projection `v`
                  proj:bool=True, # keep the output projection `W_O` (`nn.Identity()` if False)
                  proj_bias:bool=False, # bias in `proj`
+                 pool_first:bool=False, # pool, then project each query's slice of `W_V` (exact, cheaper)
                 ):
         super().__init__()
         check_divisible(dim, num_queries, d_out)
-        store_attr('dim,num_queries,d_out')
+        store_attr('dim,num_queries,d_out,pool_first')
         self.scale, self.out_dim = dim ** -0.5, dim // d_out
         self.query = nn.Parameter(trunc_normal_(torch.zeros(num_queries, dim), std=.02))  # (M, C)
         self.v = nn.Linear(dim, self.out_dim, bias=v_bias)
@@ -49,13 +50,30 @@ def attn_weights(self:MultiQueryCrossAttentionPool, x:torch.Tensor # tokens `(B,
     return ((self.query * self.scale) @ x.transpose(1, 2)).softmax(-1)  # (M, C) @ (B, C, N) -> (B, M, N)
 
 @patch
-def forward(self:MultiQueryCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
-           )->torch.Tensor: # pooled `(B, C/d_out)`
+def forward_value_first(self:MultiQueryCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
+                       )->torch.Tensor: # pooled `(B, C/d_out)`
     "Attend, then sum each query's chunk of the projected values (value-first), concatenate and project"
     a = self.attn_weights(x)                                         # (B, M, N)
     B, N, C = x.shape
     v = self.v(x).reshape(B, N, self.num_queries, -1).transpose(1, 2) # (B, M, N, C')
     return self.proj((a.unsqueeze(2) @ v).reshape(B, self.out_dim))  # (B, M, 1, C') -> (B, C/d_out)
+
+# %% ../nbs/02_derivation.ipynb #b25ab1cd
+@patch
+def forward_pool_first(self:MultiQueryCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
+                      )->torch.Tensor: # pooled `(B, C/d_out)`, equal to `forward_value_first`'s
+    "`y_j = (a_j X) W_V^(j)`: pool the tokens per query, then project each with its own slice of `W_V`"
+    a = self.attn_weights(x)                                          # (B, M, N)
+    w = self.v.weight.view(self.num_queries, -1, self.dim)            # (M, C', C): query j's rows of W_V^T
+    y = torch.einsum('bmc,mkc->bmk', a @ x, w)                        # (B, M, C) -> (B, M, C')
+    if self.v.bias is not None: y = y + self.v.bias.view(self.num_queries, -1)  # weights sum to 1: it passes through
+    return self.proj(y.reshape(x.shape[0], self.out_dim))             # (B, C/d_out)
+
+@patch
+def forward(self:MultiQueryCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
+           )->torch.Tensor: # pooled `(B, C/d_out)`
+    "Pool the tokens: pool-first when `pool_first`, else value-first"
+    return self.forward_pool_first(x) if self.pool_first else self.forward_value_first(x)
 
 # %% ../nbs/02_derivation.ipynb #ded9a935
 def fold_keys(pool:MultiHeadCrossAttentionPool # a pool whose `W_Q` may or may not be folded yet

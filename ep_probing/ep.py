@@ -6,8 +6,7 @@
 __all__ = ['EfficientProbing']
 
 # %% ../nbs/03_ep.ipynb #8a8a0939
-import torch, torch.nn as nn
-from fastcore.basics import patch
+import torch.nn as nn
 from .derivation import MultiQueryCrossAttentionPool
 
 # %% ../nbs/03_ep.ipynb #6ddaf0cf
@@ -19,29 +18,5 @@ class EfficientProbing(MultiQueryCrossAttentionPool):
                  d_out:int=1, # output width is `dim/d_out`
                  pool_first:bool=True, # pool, then project (exact, cheaper); False: the paper's value-first order
                 ):
-        super().__init__(dim, num_queries, d_out=d_out, v_bias=False, proj=False)
-        self.pool_first = pool_first
+        super().__init__(dim, num_queries, d_out=d_out, v_bias=False, proj=False, pool_first=pool_first)
         nn.init.normal_(self.query, std=.02)                      # Q ~ N(0, 0.02^2)
-
-# %% ../nbs/03_ep.ipynb #af4a1885
-@patch
-def forward_value_first(self:EfficientProbing, x:torch.Tensor # tokens `(B, N, C)`
-                       )->torch.Tensor: # pooled `(B, C/d_out)`
-    "The paper's order: project all tokens to values, then `y_j = a_j V_j`"
-    return MultiQueryCrossAttentionPool.forward(self, x)
-
-@patch
-def forward_pool_first(self:EfficientProbing, x:torch.Tensor # tokens `(B, N, C)`
-                      )->torch.Tensor: # pooled `(B, C/d_out)`
-    "`y_j = (a_j X) W_V^(j)`: pool the tokens per query, then project each with its own slice of `W_V`"
-    a = self.attn_weights(x)                                          # (B, M, N)
-    w = self.v.weight.view(self.num_queries, -1, self.dim)            # (M, C', C): query j's rows of W_V^T
-    y = torch.einsum('bmc,mkc->bmk', a @ x, w)                        # (B, M, C) -> (B, M, C')
-    return y.reshape(x.shape[0], self.out_dim)                        # (B, C/d_out)
-
-# %% ../nbs/03_ep.ipynb #de802aa5
-@patch
-def forward(self:EfficientProbing, x:torch.Tensor # tokens `(B, N, C)`
-           )->torch.Tensor: # pooled `(B, C/d_out)`
-    "Pool the tokens, pool-first unless `pool_first=False`"
-    return self.forward_pool_first(x) if self.pool_first else self.forward_value_first(x)

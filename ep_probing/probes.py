@@ -103,9 +103,9 @@ def mhca_pool(dim:int, num_heads:int=None, qkv_bias:bool=False, proj_bias:bool=F
     return MultiHeadCrossAttentionPool(dim, num_heads, qkv_bias=qkv_bias, proj_bias=proj_bias, pool_first=pool_first)
 
 @register_probe('mqca')
-def mqca_pool(dim:int, num_queries:int=None, proj:bool=True):
-    "Multi-query cross-attention with `W_V`, `W_O` (`MultiQueryCrossAttentionPool`); `num_queries=None`: MHCA's heads"
-    return MultiQueryCrossAttentionPool(dim, num_queries or max(1, dim // 64), proj=proj)
+def mqca_pool(dim:int, num_queries:int=None, proj:bool=True, pool_first:bool=True):
+    "Multi-query cross-attention with `W_V`, `W_O` (`MultiQueryCrossAttentionPool`), pool-first by default"
+    return MultiQueryCrossAttentionPool(dim, num_queries or max(1, dim // 64), proj=proj, pool_first=pool_first)
 
 @register_probe('ep')
 def ep_pool(dim:int, num_queries:int=32, d_out:int=1, pool_first:bool=True):
