@@ -6,12 +6,13 @@
 __all__ = ['precisions', 'run_flags', 'command_flags', 'check_divisible', 'infer_grid', 'atomic_write', 'write_json',
            'file_sha256', 'asset_path', 'command_line', 'interactive', 'native_bf16', 'resolve_precision',
            'precision_dtype', 'command_voice', 'survive_closed_stdout', 'out_lock', 'check_lr', 'check_count',
-           'check_fraction', 'check_halving', 'precheck', 'check_seeds', 'console', 'ep_probe_main', 'ep_bench_main',
-           'ep_pretrain_main', 'ep_experiment_main', 'check_tokens', 'user_error_types', 'Interrupted', 'user_errors']
+           'check_fraction', 'check_halving', 'precheck', 'check_seeds', 'light_parser', 'console', 'ep_probe_main',
+           'ep_bench_main', 'ep_pretrain_main', 'ep_experiment_main', 'check_tokens', 'user_error_types', 'Interrupted',
+           'user_errors']
 
 # %% ../nbs/00_core.ipynb #1cb1a6f0
 # torch is imported where it is used: a command checks its flags before the heavy libraries load
-import inspect, math, os, re, sys, tempfile, warnings
+import ast, inspect, math, os, re, sys, tempfile, warnings
 try: import fcntl
 except ImportError: fcntl = None                                   # Windows: output folders are not locked
 from contextlib import contextmanager
@@ -299,6 +300,74 @@ command_flags = dict(               # per command: the flags checked before torc
     ep_experiment={**{k: run_flags[k] for k in ('epochs', 'bs', 'train_size', 'test_size', 'blr')},
                    'seeds': check_seeds})
 
+# %% ../nbs/00_core.ipynb #2515cd03
+_light_names = dict(delegates='fastcore.meta', Param='fastcore.script', bool_arg='fastcore.script',
+                    store_true='fastcore.script', store_false='fastcore.script')   # what a stand-in may use
+
+def _top_names(tree:ast.Module)->dict:
+    "The names a module binds at its top level: name -> the module it imports it from ('' where it binds it itself)"
+    out = {}
+    for s in tree.body:
+        for n in [s] if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ast.walk(s):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): out[n.name] = ''
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store): out[n.id] = ''
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                out.update({(a.asname or a.name).split('.')[0]: getattr(n, 'module', None) or '' for a in n.names})
+    return out
+
+# %% ../nbs/00_core.ipynb #b1d5d41a
+def _stand_in(src:str, # the source of a module
+              node:ast.FunctionDef, # a function at its top level
+              top:dict, # `_top_names` of the module
+             )->tuple: # the stand-in's source and the names of the functions it delegates to
+    "A stand-in for `node`: its `delegates` decorators (`call_parse` dropped), signature, comments and docstring"
+    decs = [d for d in node.decorator_list if not (isinstance(d, ast.Name) and d.id == 'call_parse')]
+    if not all(isinstance(d, ast.Call) and getattr(d.func, 'id', '') == 'delegates' and d.args for d in decs):
+        raise ValueError(f"{node.name}: a decorator other than call_parse and delegates(f)")
+    to = [d.args[0].id for d in decs]                               # AttributeError unless a name
+    sig = [*decs, node.args, node.returns or ast.Pass()]
+    used = {n.id for p in sig for n in ast.walk(p) if isinstance(n, ast.Name)}
+    bad = [n for n in used - {*to} if (not top.get(n, '').startswith('fastcore') if n in _light_names else n in top)]
+    if bad: raise ValueError(f"{node.name}: its signature uses {', '.join(sorted(bad))} of its module")
+    lines, b = src.splitlines(keepends=True), node.body[0]
+    head = ''.join(lines[node.lineno - 1:b.lineno - 1]) + lines[b.lineno - 1].encode()[:b.col_offset].decode()
+    doc = ast.get_source_segment(src, b) if ast.get_docstring(node, clean=False) is not None else 'pass'
+    return ''.join(f"@{ast.get_source_segment(src, d)}\n" for d in decs) + head + doc + '\n', to
+
+# %% ../nbs/00_core.ipynb #6557c600
+def _light_parser(src:str, # the source of a module
+                  name:str, # a `call_parse` function at its top level
+                  where:str='<source>', # what to call the source in the stand-ins' file name
+                 ):
+    "`anno_parser` of stand-ins for `name` and the functions it delegates to, built from `src`; raise on surprises"
+    import importlib, linecache
+    from fastcore.script import anno_parser
+    tree = ast.parse(src)
+    top, defs = _top_names(tree), {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+    todo, parts = [name], {}
+    while todo:
+        n = todo.pop()
+        if n in parts or n not in defs: raise ValueError(f"{n}: delegated to twice or not a function of {where}")
+        parts[n], to = _stand_in(src, defs[n], top); todo += to
+    code = '\n\n'.join(reversed(parts.values()))                   # the delegated-to functions first
+    fn = f"<light_parser {where}:{name}>"                           # `inspect.getsource` (docments) reads it here
+    linecache.cache[fn] = (len(code), None, code.splitlines(keepends=True), fn)
+    ns = {k: getattr(importlib.import_module(m), k) for k, m in _light_names.items()}
+    exec(compile(code, fn, 'exec'), ns)
+    return anno_parser(ns[name])
+
+# %% ../nbs/00_core.ipynb #d404cb25
+def light_parser(mod:str, # a module of ep_probing, e.g. 'pipeline'
+                 name:str, # its `call_parse` function, e.g. 'ep_probe'
+                ):
+    "The `anno_parser` of `ep_probing.<mod>.<name>`, from the module's source if it can (no torch), else imported"
+    import importlib, importlib.util
+    from fastcore.script import anno_parser
+    try:
+        path = Path(importlib.util.find_spec('ep_probing').submodule_search_locations[0])/f'{mod}.py'
+        return _light_parser(path.read_text(encoding='utf-8'), name, f'ep_probing/{mod}.py')
+    except Exception: return anno_parser(getattr(importlib.import_module(f'ep_probing.{mod}'), name))
+
 # %% ../nbs/00_core.ipynb #8bb0c363
 def console(cmd:str, # the command, e.g. 'ep_bench'
             func:str, # where its `call_parse` function lives: 'module:name' in ep_probing
@@ -308,6 +377,7 @@ def console(cmd:str, # the command, e.g. 'ep_bench'
     from fastcore.script import anno_parser
     import importlib
     mod, name = func.split(':')
+    if {'-h', '--help'} & {*sys.argv[1:]}: light_parser(mod, name).parse_args()     # prints the help, exits; no torch
     f = getattr(importlib.import_module(f'ep_probing.{mod}'), name)
     args = vars(anno_parser(f).parse_args())
     f(**{k: v for k, v in args.items() if k not in ('pdb', 'xtra')})    # no value back: the script's exit status is 0
