@@ -57,7 +57,7 @@ def count_macs(f, # a function of no arguments to run once
 
 # %% ../nbs/04b_bench.ipynb #763dae47
 bench_cases = {'ep': ('ep', {}), 'ep_value_first': ('ep', dict(pool_first=False))}
-for _n in ('mhca', 'mqca', 'aim', 'coca', 'jepa', 'cae'):  # the usual order under the name; pool-first
+for _n in ('mhca', 'mqca', 'siglip', 'aim', 'coca', 'jepa', 'cae'):  # the usual order; _pool_first
     bench_cases.update({_n: (_n, dict(pool_first=False)), f'{_n}_pool_first': (_n, dict(pool_first=True))})
 
 def resolve_cases(probes:str='ep,ep_value_first,mhca,mhca_pool_first' # comma-separated case or probe names, or 'all'

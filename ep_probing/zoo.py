@@ -83,29 +83,30 @@ def forward(self:CrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
     return self._out(o)
 
 # %% ../nbs/04a_zoo.ipynb #8720ae3f
-@patch
-def _fold(self:CrossAttentionPool, q:torch.Tensor, # queries `(H, L, d)`
-          w_k:torch.Tensor): # `W_K`, `(H d, C)`, or `(d, C)` for one key head shared by every query head
+def _fold(q:torch.Tensor, # queries `(H, L, d)`
+          w_k:torch.Tensor, # `W_K`, `(H d, C)`, or `(d, C)` for one key head shared by every query head
+          scale:float): # the attention's logit scale
     "Each head's queries folded into its rows of `W_K`, scaled: `(H, L, C)` logit vectors over the tokens"
-    w = w_k.view(-1, self.head_dim, w_k.shape[-1]).expand(q.shape[0], -1, -1)   # (H, d, C)
-    return torch.einsum('hld,hdc->hlc', q, w) * self.scale
+    H, L, d = q.shape
+    return torch.einsum('hld,hdc->hlc', q, w_k.view(-1, d, w_k.shape[-1]).expand(H, -1, -1)) * scale
 
-@patch
-def _project(self:CrossAttentionPool, p:torch.Tensor, # pooled tokens `(B, H, L, C)`
-             w_v:torch.Tensor, b_v:torch.Tensor=None): # `W_V` `(H d, C)` or `(d, C)`, and its bias
+def _pool(s:torch.Tensor, # tokens as the keys and values read them, `(B, N, C)`
+          f:torch.Tensor): # folded queries `(H, L, C)`
+    "The tokens pooled by each head's and query's attention: `(B, H, L, C)`"
+    a = (f.flatten(0, 1) @ s.transpose(1, 2)).softmax(-1)                      # (H L, C) @ (B, C, N) -> (B, H L, N)
+    return (a @ s).unflatten(1, f.shape[:2])                                   # (B, H, L, C)
+
+def _project(p:torch.Tensor, # pooled tokens `(B, H, L, C)`
+             w_v:torch.Tensor, b_v:torch.Tensor, d:int): # `W_V` `(H d, C)` or `(d, C)`, its bias, head width `d`
     "Each head's pooled tokens through its rows of `W_V`: `(B, H, L, C) -> (B, H, L, d)`"
-    w = w_v.view(-1, self.head_dim, w_v.shape[-1]).expand(p.shape[1], -1, -1)   # (H, d, C)
-    y = torch.einsum('bhlc,hdc->bhld', p, w)
-    return y if b_v is None else y + b_v.view(-1, 1, self.head_dim)
+    y = torch.einsum('bhlc,hdc->bhld', p, w_v.view(-1, d, w_v.shape[-1]).expand(p.shape[1], -1, -1))
+    return y if b_v is None else y + b_v.view(-1, 1, d)                        # weights sum to 1: the bias passes
 
 @patch
 def forward_pool_first(self:CrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
                       )->torch.Tensor: # attended values `(B, H, L, d)`, equal to the usual order's
     "Queries folded into `W_K`, tokens pooled per head and query, then projected: no token goes through `W_K`, `W_V`"
-    s = self._pool_tokens(check_tokens(x, self.dim))                            # (B, N, C)
-    f = self._folded()                                                          # (H, L, C)
-    a = (f.flatten(0, 1) @ s.transpose(1, 2)).softmax(-1)                       # (H L, C) @ (B, C, N) -> (B, H L, N)
-    return self._values((a @ s).unflatten(1, f.shape[:2]))                      # (B, H, L, C) -> (B, H, L, d)
+    return self._values(_pool(self._pool_tokens(check_tokens(x, self.dim)), self._folded()))
 
 
 # %% ../nbs/04a_zoo.ipynb #4cc25555
@@ -258,11 +259,15 @@ class SigLIPPool(AttentionPoolLatent):
                  dim:int, # token width `C`
                  num_heads:int=8, # heads `H`
                  mlp_ratio:float=4., # MLP hidden width / `C`
+                 pool_first:bool=True, # pool, then project (exact, cheaper); False: timm's order
                 ):
         check_divisible(dim, num_heads, what='num_heads')
         super().__init__(dim, num_heads=num_heads, mlp_ratio=mlp_ratio, qkv_bias=True, norm_layer=None)
         self.dim = self.out_dim = dim
-    def forward(self, x): return super().forward(check_tokens(x, self.dim))  # (B, C)
+        self.pool_first = pool_first
+    def forward(self, x):
+        "timm's `AttentionPoolLatent.forward`, or the same pool-first"
+        return self.forward_pool_first(x) if self.pool_first else super().forward(check_tokens(x, self.dim))  # (B, C)
 
 # %% ../nbs/04a_zoo.ipynb #cb964177
 @patch
@@ -275,10 +280,22 @@ def attn_weights(self:SigLIPPool,  # noqa: F811 (a @patch method)
     k = self.k_norm(_heads(self.kv(x).chunk(2, -1)[0], self.num_heads))           # (B, H, N, d)
     return ((q * self.scale) @ k.transpose(-2, -1)).softmax(-1).flatten(1, 2)     # (B, H L, N)
 
+@patch
+def forward_pool_first(self:SigLIPPool,  # noqa: F811 (a @patch method)
+                       x:torch.Tensor # tokens `(B, N, C)`
+                      )->torch.Tensor: # pooled `(B, C)`, equal to timm's
+    "The latent folded into the key half of `kv`, tokens pooled per head, their values, then `proj` and the MLP block"
+    wk, wv = self.kv.weight.chunk(2)                                            # (C, C) each
+    f = _fold(self.q_norm(_heads(self.q(self.latent), self.num_heads))[0], wk, self.scale)  # (H, L, C)
+    o = _project(_pool(check_tokens(x, self.dim), f), wv, None if self.kv.bias is None else self.kv.bias.chunk(2)[1],
+                 self.head_dim)                                                # (B, H, L, d)
+    y = self.proj(_merge(o))                                                    # (B, L, C)
+    return (y + self.mlp(self.norm(y)))[:, 0]                                   # (B, C): the first latent, as timm
+
 @register_probe('siglip')
-def siglip_pool(dim:int, num_heads:int=8, mlp_ratio:float=4.):
-    "SigLIP's MAP head (`SigLIPPool`)"
-    return SigLIPPool(dim, num_heads, mlp_ratio)
+def siglip_pool(dim:int, num_heads:int=8, mlp_ratio:float=4., pool_first:bool=True):
+    "SigLIP's MAP head (`SigLIPPool`), pool-first unless `pool_first=False`"
+    return SigLIPPool(dim, num_heads, mlp_ratio, pool_first)
 
 # %% ../nbs/04a_zoo.ipynb #0211771f
 class AIMPool(CrossAttentionPool):
@@ -300,8 +317,8 @@ class AIMPool(CrossAttentionPool):
         return q, _heads(self.k(x), self.num_heads), _heads(self.v(x), self.num_heads)
     def _out(self, o): return _merge(o).mean(1)                                   # (B, M, C) -> (B, C)
     def _pool_tokens(self, x): return self.norm(x.transpose(1, 2)).transpose(1, 2)  # (B, N, C) standardised
-    def _folded(self): return self._fold(_heads(self.query, self.num_heads)[0], self.k.weight)  # (H, M, C)
-    def _values(self, p): return self._project(p, self.v.weight)                   # (B, H, M, d)
+    def _folded(self): return _fold(_heads(self.query, self.num_heads)[0], self.k.weight, self.scale)  # (H, M, C)
+    def _values(self, p): return _project(p, self.v.weight, None, self.head_dim)   # (B, H, M, d)
 
 @register_probe('aim')
 def aim_pool(dim:int, num_heads:int=16, num_queries:int=1, pool_first:bool=True):
@@ -343,10 +360,10 @@ def _pool_tokens(self:CoCaPool, x:torch.Tensor): return x                  # key
 @patch
 def _folded(self:CoCaPool): # the first query's heads folded into the shared key head: `(H, 1, C)`
     q = _heads(self.q(self.norm(self.query[:1]))[None], self.num_heads)[0]   # (H, 1, d)
-    return self._fold(q, self.kv.weight[:self.head_dim])
+    return _fold(q, self.kv.weight[:self.head_dim], self.scale)
 
 @patch
-def _values(self:CoCaPool, p:torch.Tensor): return self._project(p, self.kv.weight[self.head_dim:])  # (B, H, 1, d)
+def _values(self:CoCaPool, p:torch.Tensor): return _project(p, self.kv.weight[self.head_dim:], None, self.head_dim)
 
 @register_probe('coca')
 def coca_pool(dim:int, num_queries:int=196, num_heads:int=8, head_dim:int=64, pool_first:bool=True):
@@ -476,12 +493,12 @@ def _pool_tokens(self:JEPAPool, x:torch.Tensor): return self.norm1(x)     # (B, 
 
 @patch
 def _folded(self:JEPAPool): # the query's heads folded into the key half of `kv`: `(H, 1, C)`
-    return self._fold(_heads(self.q(self.query), self.num_heads)[0], self.kv.weight[:self.dim])
+    return _fold(_heads(self.q(self.query), self.num_heads)[0], self.kv.weight[:self.dim], self.scale)
 
 @patch
 def _values(self:JEPAPool, p:torch.Tensor): # pooled tokens `(B, H, 1, C)`
     b = None if self.kv.bias is None else self.kv.bias[self.dim:]
-    return self._project(p, self.kv.weight[self.dim:], b)                  # (B, H, 1, d)
+    return _project(p, self.kv.weight[self.dim:], b, self.head_dim)        # (B, H, 1, d)
 
 @register_probe('jepa')
 def jepa_pool(dim:int, num_heads:int=16, mlp_ratio:float=4., qkv_bias:bool=True, pool_first:bool=True):
@@ -544,8 +561,8 @@ class CAEPool(CrossAttentionPool):
     # pool-first: pool the standardised tokens; `norm_k`'s scale folds into `W_K` (its shift cancels), `norm_v`'s
     # affine map applies to the pooled tokens (the weights sum to 1)
     def _pool_tokens(self, x): return F.layer_norm(x, (self.dim,), eps=self.norm_k.eps)  # (B, N, C)
-    def _folded(self): return self._fold(self._qkv_query(), self.k.weight * self.norm_k.weight)  # (H, 1, C)
-    def _values(self, p): return self._project(p * self.norm_v.weight + self.norm_v.bias, self.v.weight)
+    def _folded(self): return _fold(self._qkv_query(), self.k.weight * self.norm_k.weight, self.scale)  # (H, 1, C)
+    def _values(self, p): return _project(p * self.norm_v.weight + self.norm_v.bias, self.v.weight, None, self.head_dim)
     def _qkv_query(self): return _heads(self.q(self.norm_q(self.query)), self.num_heads)[0]   # (H, 1, d)
 
 @register_probe('cae')
