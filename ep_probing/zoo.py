@@ -74,7 +74,7 @@ def attn_weights(self:CrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
 def forward(self:CrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
            )->torch.Tensor: # pooled `(B, C)`
     "Pool-first when `pool_first`; else attend with the fused SDPA kernel or explicitly; then `_out`"
-    if self.pool_first: return self._out(self.forward_pool_first(x))
+    if self.pool_first: return self.forward_pool_first(x)
     q, k, v = self._qkv(check_tokens(x, self.dim))
     if self.fused_attn:
         H = q.shape[1]
@@ -104,9 +104,9 @@ def _project(p:torch.Tensor, # pooled tokens `(B, H, L, C)`
 
 @patch
 def forward_pool_first(self:CrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
-                      )->torch.Tensor: # attended values `(B, H, L, d)`, equal to the usual order's
+                      )->torch.Tensor: # pooled `(B, C)`, equal to the usual order's
     "Queries folded into `W_K`, tokens pooled per head and query, then projected: no token goes through `W_K`, `W_V`"
-    return self._values(_pool(self._pool_tokens(check_tokens(x, self.dim)), self._folded()))
+    return self._out(self._values(_pool(self._pool_tokens(check_tokens(x, self.dim)), self._folded())))
 
 
 # %% ../nbs/04a_zoo.ipynb #4cc25555
