@@ -24,6 +24,7 @@ def fold_query(pool:MultiHeadCrossAttentionPool # the pool to fold; left unchang
 # %% ../nbs/02_derivation.ipynb #3d0f3bc2
 class MultiQueryCrossAttentionPool(nn.Module):
     "Pool `(B, N, C)` tokens with `num_queries` full-width learnable queries over raw tokens, one value chunk per query"
+    autocast_tokens = True          # reads the tokens only through matmuls: under autocast, tokens cast once will do
     def __init__(self,
                  dim:int, # token width `C`
                  num_queries:int=12, # queries `M`; query `j` owns value channels `[j C', (j+1) C')`, `C' = C/(M d_out)`
@@ -65,7 +66,8 @@ def forward_pool_first(self:MultiQueryCrossAttentionPool, x:torch.Tensor # token
     "`y_j = (a_j X) W_V^(j)`: pool the tokens per query, then project each with its own slice of `W_V`"
     a = self.attn_weights(x)                                          # (B, M, N)
     w = self.v.weight.view(self.num_queries, -1, self.dim)            # (M, C', C): query j's rows of W_V^T
-    y = torch.einsum('bmc,mkc->bmk', a @ x, w)                        # (B, M, C) -> (B, M, C')
+    z = (a @ x).transpose(0, 1).contiguous()                          # (B, M, C) -> (M, B, C): one GEMM per query
+    y = torch.bmm(z, w.transpose(1, 2)).transpose(0, 1)               # (M, B, C') -> (B, M, C')
     if self.v.bias is not None: y = y + self.v.bias.view(self.num_queries, -1)  # weights sum to 1: it passes through
     return self.proj(y.reshape(x.shape[0], self.out_dim))             # (B, C/d_out)
 

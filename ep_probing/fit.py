@@ -77,9 +77,14 @@ def device(self:ProbeSet): return next(self.probes.parameters()).device
 def forward(self:ProbeSet, *xb)->tuple:
     "One logits tensor `(B, K)` per probe; an empty tensor for a head in `dropped`"
     patch, prefix = self.tokens(*xb)
-    # one conversion per layer, shared by its probes
-    tok = {i: (patch[:, i].float(), prefix[:, i].float()) for i in sorted(set(self.index.values()))}
-    return tuple(patch.new_empty(0) if k in self.dropped else p(*tok[self.index[k]]) for k, p in self.probes.items())
+    dev = patch.device.type
+    low = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
+    tok = {}
+    def _tok(i:int, p)->tuple: # one conversion per layer and dtype, shared by its probes
+        dt = low if low is not None and p.autocast_tokens else torch.float32   # autocast would cast them anyway
+        if (i, dt) not in tok: tok[i, dt] = (patch[:, i].to(dt), prefix[:, i].to(dt))
+        return tok[i, dt]
+    return tuple(patch.new_empty(0) if k in self.dropped else p(*_tok(self.index[k], p)) for k, p in self.probes.items())
 
 # %% ../nbs/09a_fit.ipynb #e54b23b5
 def probes_loss(preds:tuple, y:torch.Tensor):

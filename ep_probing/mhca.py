@@ -14,6 +14,7 @@ from .core import check_tokens, check_divisible
 # %% ../nbs/01_mhca.ipynb #5ab29199
 class MultiHeadCrossAttentionPool(nn.Module):
     "Pool `(B, N, C)` tokens to `(B, C)`: a learnable `query` attends over the tokens with `num_heads` heads"
+    autocast_tokens = True          # reads the tokens only through matmuls: under autocast, tokens cast once will do
     def __init__(self,
                  dim:int, # token width `C`
                  num_heads:int=None, # heads `H` of width `dim/num_heads`; None: `max(1, dim // 64)` (timm ViTs' width)

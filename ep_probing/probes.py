@@ -45,6 +45,10 @@ class Probe(nn.Module):
         self.pool, self.tokens, self.num_classes = pool, tokens, num_classes
         self.norm = nn.BatchNorm1d(pool.out_dim, affine=False, eps=1e-6)
         self.head = nn.Linear(pool.out_dim, num_classes)
+    @property
+    def autocast_tokens(self)->bool:
+        "Whether the pool reads tokens only through matmuls, so tokens already in the autocast dtype give the same logits"
+        return getattr(self.pool, 'autocast_tokens', False)
 
 # %% ../nbs/04_probes.ipynb #80ff46c3
 @patch
