@@ -73,6 +73,7 @@ def tokens(self:ProbeSet, *xb):
 @patch(as_prop=True)
 def device(self:ProbeSet): return next(self.probes.parameters()).device
 
+# %% ../nbs/09a_fit.ipynb #74c9e663
 @patch
 def forward(self:ProbeSet, *xb)->tuple:
     "One logits tensor `(B, K)` per probe; an empty tensor for a head in `dropped`"
@@ -84,7 +85,8 @@ def forward(self:ProbeSet, *xb)->tuple:
         dt = low if low is not None and p.autocast_tokens else torch.float32   # autocast would cast them anyway
         if (i, dt) not in tok: tok[i, dt] = (patch[:, i].to(dt), prefix[:, i].to(dt))
         return tok[i, dt]
-    return tuple(patch.new_empty(0) if k in self.dropped else p(*_tok(self.index[k], p)) for k, p in self.probes.items())
+    return tuple(patch.new_empty(0) if k in self.dropped else p(*_tok(self.index[k], p))
+                 for k, p in self.probes.items())
 
 # %% ../nbs/09a_fit.ipynb #e54b23b5
 def probes_loss(preds:tuple, y:torch.Tensor):

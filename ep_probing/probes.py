@@ -47,7 +47,7 @@ class Probe(nn.Module):
         self.head = nn.Linear(pool.out_dim, num_classes)
     @property
     def autocast_tokens(self)->bool:
-        "Whether the pool reads tokens only through matmuls, so tokens already in the autocast dtype give the same logits"
+        "Whether the pool reads tokens only through matmuls: tokens already in the autocast dtype, same logits"
         return getattr(self.pool, 'autocast_tokens', False)
 
 # %% ../nbs/04_probes.ipynb #80ff46c3
