@@ -375,10 +375,13 @@ def console(cmd:str, # the command, e.g. 'ep_bench'
     "Run the console script `cmd`: the flags of `command_flags[cmd]` checked before torch loads, then `func`"
     with user_errors(cmd, '--debug' in sys.argv): precheck(sys.argv[1:], command_flags[cmd])
     from fastcore.script import anno_parser
-    import importlib
+    import gc, importlib
     mod, name = func.split(':')
     if {'-h', '--help'} & {*sys.argv[1:]}: light_parser(mod, name).parse_args()     # prints the help, exits; no torch
-    f = getattr(importlib.import_module(f'ep_probing.{mod}'), name)
+    gc.disable()                        # torch, timm and fastai make millions of objects: no collection while they load
+    try: f = getattr(importlib.import_module(f'ep_probing.{mod}'), name)
+    finally: gc.enable()
+    gc.freeze()                         # nor later: collections during the run and at exit skip them
     args = vars(anno_parser(f).parse_args())
     f(**{k: v for k, v in args.items() if k not in ('pdb', 'xtra')})    # no value back: the script's exit status is 0
 

@@ -34,17 +34,20 @@ def unpack_correct(s:str, # text from `pack_correct`
     return np.unpackbits(b, count=n).astype(bool)
 
 # %% ../nbs/10a_stats.ipynb #1d3ad8c5
-def _boot_means(x:np.ndarray, # `(n,)` per-image values
+def _boot_means(x:np.ndarray, # `(n,)` per-image values, or `(k, n)`: k rows resampled together
                 n_boot:int, # number of resamples
                 seed:int, # seed of the resampling
                 chunk:int=2**22, # indices drawn per block
-               )->np.ndarray: # `(n_boot,)` means of resampled `x`
-    "Bootstrap replicates of the mean of `x`: its entries resampled with replacement, a block of rows at a time"
+               )->np.ndarray: # `(n_boot,)` means of resampled `x`, or `(k, n_boot)`
+    "Bootstrap replicates of the mean of `x` (of each row, on the same resamples): a block of resamples at a time"
     if n_boot < 1: raise ValueError(f"n_boot={n_boot}: give at least one resample (10,000 is usual)")
-    n, rng = len(x), np.random.default_rng(seed)
+    n, rng, blocks = np.shape(x)[-1], np.random.default_rng(seed), []
     rows = max(1, chunk // n)
-    return np.concatenate([x[rng.integers(0, n, (min(rows, n_boot - i), n))].mean(1)   # (rows, n) -> (rows,)
-                           for i in range(0, n_boot, rows)])
+    for i in range(0, n_boot, rows):
+        idx = rng.integers(0, n, (min(rows, n_boot - i), n))                   # (rows, n), drawn once for all rows
+        blocks.append([r[idx].mean(1) for r in np.atleast_2d(x)])             # (k, rows)
+    m = np.concatenate(blocks, 1)                                             # (k, n_boot)
+    return m if np.ndim(x) == 2 else m[0]
 
 # %% ../nbs/10a_stats.ipynb #db278eca
 def _qs(ci:float)->list:
@@ -60,6 +63,20 @@ def _rates(a, name:str)->np.ndarray:
     return a.reshape(-1, a.shape[-1]).mean(0)   # (n,)
 
 # %% ../nbs/10a_stats.ipynb #53a23512
+def _paired_diff(a, b)->np.ndarray:
+    "Per-image difference in points, `(n,)`, of correctness `a` and `b` on the same test images"
+    ra, rb = _rates(a, 'a'), _rates(b, 'b')
+    if len(ra) != len(rb): raise ValueError(f"a has {len(ra)} images and b has {len(rb)}: "
+                                            "pass correctness on the same test images")
+    return 100 * (ra - rb)
+
+def _diff_cis(d:np.ndarray, # `(k, n)` per-image differences in points
+              n_boot:int, ci:float, seed:int, # as in `paired_bootstrap`
+             )->list: # one dict per row: `diff`, `lo`, `hi`
+    "Each row's mean with its bootstrap interval; the same numbers as one `paired_bootstrap` call per row"
+    lo, hi = np.quantile(_boot_means(d, n_boot, seed), _qs(ci), axis=1)                   # (k,), (k,)
+    return [dict(diff=float(r.mean()), lo=float(l), hi=float(h)) for r, l, h in zip(d, lo, hi)]
+
 def paired_bootstrap(a, # correctness of probe A: `(n,)` or `(seeds, n)`, bool or 0/1
                      b, # correctness of probe B on the same `n` test images, `(n,)` or `(seeds', n)`
                      n_boot:int=10_000, # resamples of the test images
@@ -67,12 +84,8 @@ def paired_bootstrap(a, # correctness of probe A: `(n,)` or `(seeds, n)`, bool o
                      seed:int=0, # seed of the resampling
                     )->dict: # `diff`, `lo`, `hi`: top-1 of A minus top-1 of B, in points
     "Difference in top-1, `mean(a) - mean(b)` in points, with a paired bootstrap percentile interval"
-    q, ra, rb = _qs(ci), _rates(a, 'a'), _rates(b, 'b')
-    if len(ra) != len(rb): raise ValueError(f"a has {len(ra)} images and b has {len(rb)}: "
-                                            "pass correctness on the same test images")
-    d = 100 * (ra - rb)   # (n,) per-image difference in points
-    lo, hi = np.quantile(_boot_means(d, n_boot, seed), q)
-    return dict(diff=float(d.mean()), lo=float(lo), hi=float(hi))
+    _qs(ci)
+    return _diff_cis(_paired_diff(a, b)[None], n_boot, ci, seed)[0]
 
 # %% ../nbs/10a_stats.ipynb #0c306f5c
 def mean_ci(x, # per-image values `(n,)`
@@ -137,12 +150,11 @@ def compare_table(correct:dict, # probe name -> per-image correctness `(n,)` or 
     "Each probe against `ref`: its top-1 and the difference in points with interval, McNemar's p and the verdict"
     import pandas as pd
     if ref not in correct: raise ValueError(f"ref={ref!r} is not among the probes {list(correct)}")
-    rows = []
-    for k, c in correct.items():
-        if k == ref: continue
-        r = paired_bootstrap(c, correct[ref], n_boot, ci, seed)
-        rows.append(dict(probe=k, top1=100 * _rates(c, k).mean(), **r, **mcnemar_exact(c, correct[ref]),
-                         verdict=_verdict(r['lo'], r['hi'], k, ref)))
+    _qs(ci); ks = [k for k in correct if k != ref]
+    d = [_paired_diff(correct[k], correct[ref]) for k in ks]          # k rows of (n,): one draw of resamples serves all
+    rows = [dict(probe=k, top1=100 * _rates(correct[k], k).mean(), **r, **mcnemar_exact(correct[k], correct[ref]),
+                 verdict=_verdict(r['lo'], r['hi'], k, ref))
+            for k, r in zip(ks, _diff_cis(np.stack(d), n_boot, ci, seed) if ks else [])]
     cols = ['probe', 'top1', 'diff', 'lo', 'hi', 'n01', 'n10', 'p', 'verdict']
     return pd.DataFrame(rows, columns=cols).set_index('probe')
 
