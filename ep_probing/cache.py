@@ -9,6 +9,7 @@ __all__ = ['dataset_fingerprint', 'encoder_identity', 'cache_key', 'human_bytes'
 
 # %% ../nbs/07_cache.ipynb #8bdbf779
 import errno, hashlib, json, mmap, os, shutil, time, warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import numpy as np, torch
 from dataclasses import dataclass
@@ -415,14 +416,22 @@ def _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers)
             yield i, buf, s == b - a
 
 # %% ../nbs/07_cache.ipynb #6aadadc6
+def _write(s:Path, buf:dict):
+    "Write shard `s` atomically and count it checked in full (hashed on the way to disk, tokens checked finite)"
+    files = write_shard(s, **buf)
+    _verified.add(_stamp(s, files, {f'{k}.npy': v.shape for k, v in buf.items()}))
+
 def _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, bar):
-    "Run the encoder over the shards in `todo`, write each atomically, count it checked in full; `bar`: a progress bar"
+    "Run the encoder over the shards in `todo`; one thread writes each shard while the next is extracted"
     total = sum(-(-(b - a) // batch_size) for _, a, b in todo)
     it = _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers)
-    for i, buf, done in (progress_bar(it, total=total, leave=False) if bar and total else it):
-        if not done: continue
-        s = d/f'shard_{i:05d}'; files = write_shard(s, **buf)    # hashed on the way to disk, tokens checked finite
-        _verified.add(_stamp(s, files, {f'{k}.npy': v.shape for k, v in buf.items()}))
+    with ThreadPoolExecutor(1) as writer:                  # on Ctrl-C or an error, the shard being written completes
+        pending = None
+        for i, buf, done in (progress_bar(it, total=total, leave=False) if bar and total else it):
+            if not done: continue
+            if pending is not None: pending.result()      # one shard in flight at most; its errors surface here
+            pending = writer.submit(_write, d/f'shard_{i:05d}', buf)
+        if pending is not None: pending.result()
 
 # %% ../nbs/07_cache.ipynb #a8cc13cd
 _rerun = "run the same ep_probe command (or `extract_features` call) again"
