@@ -18,7 +18,9 @@ from fastai.data.core import DataLoaders
 from fastai.data.load import DataLoader as FastaiLoader
 from fastcore.basics import patch
 from fastprogress.fastprogress import progress_bar
-from .encoders import FrozenEncoder
+from torchvision.transforms import CenterCrop, Normalize, Resize, ToTensor
+from timm.data import MaybeToTensor
+from .encoders import ConvertImage, FrozenEncoder
 from .core import interactive, write_json
 
 # %% ../nbs/07_cache.ipynb #4df2f5c7
@@ -210,6 +212,45 @@ class _Transformed(Dataset):
     def __getitem__(self, i):
         x, y = self.dataset[self.idxs[i]]
         return (self.transform(x) if self.transform is not None else x), int(y)
+
+# %% ../nbs/07_cache.ipynb #def49382
+def _grey_arrays(dataset)->tuple: # (images `(N, H, W)` uint8, labels `(N,)`, rows or None), or None
+    "The grey uint8 images and labels a dataset (through its `Subset`s) holds as tensors, when it has no transform"
+    rows = None
+    while isinstance(dataset, Subset):
+        i = np.asarray(dataset.indices); rows = i if rows is None else i[rows]; dataset = dataset.dataset
+    ims, ys = getattr(dataset, 'images', None), getattr(dataset, 'targets', None)
+    ok = (isinstance(ims, torch.Tensor) and ims.dtype == torch.uint8 and ims.ndim == 3 and isinstance(ys, torch.Tensor)
+          and getattr(dataset, 'transform', None) is None)
+    return (ims, ys, rows) if ok else None
+
+def _normalize_only(transform, hw:tuple)->tuple: # `(mean, std)` of its `Normalize`, or None
+    "When `transform`, on grey PIL images of size `hw`, is `ToTensor` then `Normalize` (other steps identities)"
+    mean, tensor = None, False
+    for t in getattr(transform, 'transforms', [None]):
+        if isinstance(t, ConvertImage) and t.mode == 'L': continue
+        if isinstance(t, Resize) and t.max_size is None and t.size in (hw[0], [hw[0]], list(hw), hw) and hw[0] == hw[1]:
+            continue                                        # the shorter side already has the size: PIL returns a copy
+        if isinstance(t, CenterCrop) and tuple(t.size) == hw: continue
+        if isinstance(t, (ToTensor, MaybeToTensor)) and not tensor: tensor = True; continue
+        if isinstance(t, Normalize) and tensor and mean is None: mean, std = t.mean, t.std; continue
+        return None
+    return (torch.as_tensor(mean), torch.as_tensor(std)) if mean is not None else None
+
+
+# %% ../nbs/07_cache.ipynb #401fc4e2
+def _array_batches(dataset, transform)->callable: # `(a, b) -> (images (b-a, 1, H, W), labels)`, or None
+    "Items `a..b` transformed as one batch, bit for bit as `transform` does them one by one (tested); None: no can do"
+    arr = _grey_arrays(dataset)
+    mean_std = arr and _normalize_only(transform, tuple(arr[0].shape[1:]))
+    if not mean_std: return None
+    (ims, ys, rows), (mean, std) = arr, mean_std
+    def batch(a, b):
+        i = torch.arange(a, b) if rows is None else torch.as_tensor(rows[a:b])
+        x = ims[i][:, None].float().div(255)                                          # (B, 1, H, W), as `ToTensor`
+        return x.sub_(mean.view(1, -1, 1, 1)).div_(std.view(1, -1, 1, 1)), ys[i]     # as `Normalize`
+    return batch
+
 
 # %% ../nbs/07_cache.ipynb #66aa2046
 class _Damaged(ValueError):
@@ -406,8 +447,9 @@ def _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers)
     "Yield `(shard, buffers, done)` after each batch; buffers hold the shard's fp16 tokens and labels"
     for i, a, b in todo:
         buf = {k: np.empty((b - a, *shapes[k]), np.int64 if k == 'labels' else np.float16) for k in _files}
-        s = 0
-        dl = DataLoader(_Transformed(dataset, transform, range(a, b)), batch_size=batch_size, num_workers=num_workers)
+        s, fast = 0, _array_batches(dataset, transform)
+        dl = ((fast(j, min(j + batch_size, b)) for j in range(a, b, batch_size)) if fast else
+              DataLoader(_Transformed(dataset, transform, range(a, b)), batch_size=batch_size, num_workers=num_workers))
         for x, y in dl:
             out = encoder.forward_tokens(x); e = s + len(y)
             buf['patch'][s:e] = _fp16(torch.stack([p for p, _ in out.values()], 1), a + s)    # (b, L, N, C)
