@@ -215,13 +215,13 @@ class _Transformed(Dataset):
 
 # %% ../nbs/07_cache.ipynb #def49382
 def _grey_arrays(dataset)->tuple: # (images `(N, H, W)` uint8, labels `(N,)`, rows or None), or None
-    "The grey uint8 images and labels a dataset (through its `Subset`s) holds as tensors, when it has no transform"
+    "The uint8 images and labels of a dataset (through `Subset`s) whose items are declared to be just those, untransformed"
     rows = None
     while isinstance(dataset, Subset):
         i = np.asarray(dataset.indices); rows = i if rows is None else i[rows]; dataset = dataset.dataset
     ims, ys = getattr(dataset, 'images', None), getattr(dataset, 'targets', None)
     ok = (isinstance(ims, torch.Tensor) and ims.dtype == torch.uint8 and ims.ndim == 3 and isinstance(ys, torch.Tensor)
-          and getattr(dataset, 'transform', None) is None)
+          and getattr(dataset, 'transform', None) is None and getattr(dataset, 'grey_array_items', False))
     return (ims, ys, rows) if ok else None
 
 def _normalize_only(transform, hw:tuple)->tuple: # `(mean, std)` of its `Normalize`, or None

@@ -131,6 +131,7 @@ def fmnist_files(split:str='train', # 'train' or 'test'
 class FashionMNIST(Dataset):
     "A Fashion-MNIST split: `(PIL image, label)` items, `images` `(N, 28, 28)` uint8 and `targets` `(N,)`"
     classes = fmnist_classes
+    grey_array_items = True         # item i is (the 'L' image of images[i], targets[i]): extraction may batch them
     def __init__(self, split:str='train', # 'train' or 'test'
                  path:str|Path=None, # directory with the IDX files, searched first (see `fmnist_files`)
                  transform=None, # applied to each PIL image
