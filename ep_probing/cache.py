@@ -215,7 +215,7 @@ class _Transformed(Dataset):
 
 # %% ../nbs/07_cache.ipynb #def49382
 def _grey_arrays(dataset)->tuple: # (images `(N, H, W)` uint8, labels `(N,)`, rows or None), or None
-    "The uint8 images and labels of a dataset (through `Subset`s) whose items are declared to be just those, untransformed"
+    "The uint8 images and labels of a dataset (through `Subset`s) whose items are declared to be just those"
     rows = None
     while isinstance(dataset, Subset):
         i = np.asarray(dataset.indices); rows = i if rows is None else i[rows]; dataset = dataset.dataset
