@@ -445,9 +445,10 @@ def _fp16(t:torch.Tensor, # tokens of a batch `(B, ...)`, fp32
 # %% ../nbs/07_cache.ipynb #9f1e2e21
 def _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers):
     "Yield `(shard, buffers, done)` after each batch; buffers hold the shard's fp16 tokens and labels"
+    fast = _array_batches(dataset, transform)               # whole batches at once where the dataset allows it
     for i, a, b in todo:
         buf = {k: np.empty((b - a, *shapes[k]), np.int64 if k == 'labels' else np.float16) for k in _files}
-        s, fast = 0, _array_batches(dataset, transform)
+        s = 0
         dl = ((fast(j, min(j + batch_size, b)) for j in range(a, b, batch_size)) if fast else
               DataLoader(_Transformed(dataset, transform, range(a, b)), batch_size=batch_size, num_workers=num_workers))
         for x, y in dl:

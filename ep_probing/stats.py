@@ -41,11 +41,12 @@ def _boot_means(x:np.ndarray, # `(n,)` per-image values, or `(k, n)`: k rows res
                )->np.ndarray: # `(n_boot,)` means of resampled `x`, or `(k, n_boot)`
     "Bootstrap replicates of the mean of `x` (of each row, on the same resamples): a block of resamples at a time"
     if n_boot < 1: raise ValueError(f"n_boot={n_boot}: give at least one resample (10,000 is usual)")
-    n, rng, blocks = np.shape(x)[-1], np.random.default_rng(seed), []
+    xs, rng, blocks = np.atleast_2d(x), np.random.default_rng(seed), []
+    n = xs.shape[-1]
     rows = max(1, chunk // n)
     for i in range(0, n_boot, rows):
         idx = rng.integers(0, n, (min(rows, n_boot - i), n))                   # (rows, n), drawn once for all rows
-        blocks.append([r[idx].mean(1) for r in np.atleast_2d(x)])             # (k, rows)
+        blocks.append([r[idx].mean(1) for r in xs])                           # (k, rows)
     m = np.concatenate(blocks, 1)                                             # (k, n_boot)
     return m if np.ndim(x) == 2 else m[0]
 
