@@ -8,7 +8,8 @@ __all__ = ['dataset_fingerprint', 'encoder_identity', 'cache_key', 'human_bytes'
            'TokenLoaders', 'cache_dls', 'write_shard', 'read_shard']
 
 # %% ../nbs/07_cache.ipynb #8bdbf779
-import errno, hashlib, json, mmap, os, shutil, time, warnings
+import errno, hashlib, json, os, shutil, time, warnings
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import numpy as np, torch
@@ -498,27 +499,44 @@ class FeatureCache(Dataset):
         if bad: raise ValueError(f"layers {bad} are not in this cache; it holds blocks {self.cached_layers}")
         self.layers, self._pos = want, [self.cached_layers.index(l) for l in want]
         self.squeeze = isinstance(layers, int)                  # one int: no layer axis, like numpy indexing
-        self._arrays = {}
+        self._headers, self._labels, self._open = {}, {}, OrderedDict()    # arrays' headers, labels, open files
     def __len__(self): return self.n
-    def __getstate__(self): return {**self.__dict__, '_arrays': {}}
+    def __getstate__(self): return {**self.__dict__, '_open': OrderedDict()}
 
 # %% ../nbs/07_cache.ipynb #844a3810
 @patch
-def _shard(self:FeatureCache, i:int):
-    if i not in self._arrays: self._arrays[i] = read_shard(self.path/self.manifest['shards'][i])
-    return self._arrays[i]
+def _header(self:FeatureCache, s:int, k:str)->tuple: # (file, data offset, strides, dtype, shape) of shard `s`'s `k`
+    if (s, k) not in self._headers:
+        a = np.load(self.path/self.manifest['shards'][s]/f'{k}.npy', mmap_mode='r')    # reads the header, maps the rest
+        self._headers[s, k] = (a.filename, a.offset, a.strides, a.dtype, a.shape)      # and drops the map, unread
+    return self._headers[s, k]
 
 @patch
+def _shard_labels(self:FeatureCache, s:int)->np.ndarray: # shard `s`'s labels, kept in memory (8 bytes an image)
+    if s not in self._labels: self._labels[s] = np.load(self.path/self.manifest['shards'][s]/'labels.npy')
+    return self._labels[s]
+
+def _runs(pos:list)->list: # `(first position, length)` of each run of consecutive layers in `pos`
+    starts = [q for q in range(len(pos)) if q == 0 or pos[q] != pos[q - 1] + 1]
+    return [(q, (starts[j + 1] if j + 1 < len(starts) else len(pos)) - q) for j, q in enumerate(starts)]
+
+
+# %% ../nbs/07_cache.ipynb #bf4dc71b
+@patch
 def _get(self:FeatureCache, k:str, idx:np.ndarray, pos:list=None):
-    "Rows `idx` (and layers at positions `pos`) of array `k` (`patch`/`prefix`/`labels`), read shard by shard"
+    "Rows `idx` (and layers at positions `pos`) of array `k` (`patch`/`prefix`/`labels`), read into memory"
     sh, off = np.divmod(idx, self.shard_size)
-    a0 = self._shard(0)[k]
-    out = np.empty((len(idx), *([len(pos)] if pos is not None else []), *a0.shape[1 + (pos is not None):]), a0.dtype)
-    for s in np.unique(sh):
-        m = sh == s; a = self._shard(int(s))[k]
-        out[m] = a[off[m]] if pos is None else a[np.ix_(off[m], pos)]     # reads only the chosen layers
-        self._mapped(int(m.sum()) * (a.strides[0] + mmap.PAGESIZE))       # at most the pages of whole rows
+    if k == 'labels': return np.array([self._shard_labels(s)[o] for s, o in zip(sh.tolist(), off.tolist())],
+                                      self._shard_labels(0).dtype)
+    *_, dt, shape = self._header(0, k); lay = pos is not None
+    out = np.empty((len(idx), *([len(pos)] if lay else []), *shape[1 + lay:]), dt)
+    runs = _runs(pos) if lay else [(0, 1)]
+    for j, (s, o) in enumerate(zip(sh.tolist(), off.tolist())):
+        name, at, st, *_ = self._header(s, k); f = self._file(name)
+        for q, n in runs:                              # whole rows, or each run of the chosen layers
+            _pread(f, out[j, q:q + n] if lay else out[j:j + 1], at + o * st[0] + (pos[q] * st[1] if lay else 0))
     return out
+
 
 # %% ../nbs/07_cache.ipynb #9338910f
 @patch
@@ -537,18 +555,16 @@ def get_batch(self:FeatureCache, idxs # item indices
 def __getitem__(self:FeatureCache, i:int):
     "`(patch, prefix, label)` of item `i`"
     if not -self.n <= i < self.n: raise IndexError(f"index {i} out of range for a cache of {self.n} items")
-    s, o = divmod(i % self.n, self.shard_size); a = self._shard(s)
-    # (L, N, C), (L, P, C)
-    p, q = [torch.from_numpy(np.array(a[k][o, self._pos])).to(self.dtype) for k in ('patch', 'prefix')]
+    idx = np.array([i % self.n])
+    p, q = [torch.from_numpy(self._get(k, idx, self._pos)[0]).to(self.dtype) for k in ('patch', 'prefix')]  # (L, N, C)
     if self.squeeze: p, q = p[0], q[0]                                                        # (N, C), (P, C)
-    self._mapped(sum(a[k].strides[0] + mmap.PAGESIZE for k in _files))
-    return p, q, int(a['labels'][o])
+    return p, q, int(self._get('labels', idx)[0])
+
 
 # %% ../nbs/07_cache.ipynb #9cc9479f
 @patch(as_prop=True)
 def labels(self:FeatureCache)->torch.Tensor:
-    return torch.from_numpy(np.concatenate([np.asarray(self._shard(i)['labels'])
-                                            for i in range(len(self.manifest['shards']))]))
+    return torch.from_numpy(np.concatenate([self._shard_labels(i) for i in range(len(self.manifest['shards']))]))
 @patch(as_prop=True)
 def embed_dim(self:FeatureCache)->int: return self.meta['shapes']['patch'][-1]
 @patch(as_prop=True)
@@ -557,22 +573,34 @@ def num_prefix_tokens(self:FeatureCache)->int: return self.meta['shapes']['prefi
 def nbytes(self:FeatureCache)->int: return sum(f.stat().st_size for f in self.path.glob('shard_*/*.npy'))
 
 # %% ../nbs/07_cache.ipynb #1374d5dd
-FeatureCache.max_resident = 64 << 20       # bytes of mapped cache pages a reader keeps before it releases them
+FeatureCache.max_open = 128                 # files a reader keeps open; past it, it closes the least recently used
+
+@patch
+def _file(self:FeatureCache, name:str): # an open handle on the file `name`, most recently used last
+    f = self._open.pop(name, None)
+    if f is None:
+        if len(self._open) >= self.max_open: self._open.popitem(last=False)[1].close()
+        f = open(name, 'rb', buffering=0)
+    self._open[name] = f
+    return f
+
+def _pread(f, buf:np.ndarray, offset:int):
+    "Fill the contiguous `buf` with the bytes of `f` at `offset`, moving no file position where the OS has `preadv`"
+    mv = memoryview(buf.reshape(-1).view(np.uint8))
+    n = os.preadv(f.fileno(), [mv], offset) if hasattr(os, 'preadv') else (f.seek(offset), f.readinto(mv))[1]
+    if n != mv.nbytes: raise ValueError(f"{f.name} ends early: the cache was truncated while in use; {_rerun} to "
+                                        "re-extract it")
 
 @patch
 def release(self:FeatureCache):
-    "Drop the cache's mapped pages from this process's resident memory (`MADV_DONTNEED`); the OS page cache keeps them"
-    maps = [getattr(a, '_mmap', None) for arrays in self._arrays.values() for a in arrays.values()]
-    if hasattr(mmap, 'MADV_DONTNEED') and all(m is not None for m in maps):
-        for m in maps: m.madvise(mmap.MADV_DONTNEED)
-    else: self._arrays = {}                          # no madvise here: unmap the shards; they are reopened when read
-    self._read = 0
+    "Close the files this reader holds open and forget its shards' headers and labels; they are read again when needed"
+    for f in self._open.values(): f.close()
+    self._open.clear(); self._headers.clear(); self._labels.clear()
 
 @patch
-def _mapped(self:FeatureCache, nbytes:int):
-    "Count `nbytes` of mapped pages read; past `max_resident`, `release` them all"
-    self._read = getattr(self, '_read', 0) + nbytes
-    if self._read > self.max_resident: self.release()
+def __del__(self:FeatureCache):
+    if hasattr(self, '_open'): self.release()                      # not after a failed __init__
+
 
 # %% ../nbs/07_cache.ipynb #e302e5c5
 class CachedTokens:
