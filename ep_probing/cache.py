@@ -526,15 +526,20 @@ def _runs(pos:list)->list: # `(first position, length)` of each run of consecuti
 def _get(self:FeatureCache, k:str, idx:np.ndarray, pos:list=None):
     "Rows `idx` (and layers at positions `pos`) of array `k` (`patch`/`prefix`/`labels`), read into memory"
     sh, off = np.divmod(idx, self.shard_size)
-    if k == 'labels': return np.array([self._shard_labels(s)[o] for s, o in zip(sh.tolist(), off.tolist())],
-                                      self._shard_labels(0).dtype)
+    S, O = sh.tolist(), off.tolist()
+    if k == 'labels': return np.array([self._shard_labels(s)[o] for s, o in zip(S, O)], self._shard_labels(0).dtype)
     *_, dt, shape = self._header(0, k); lay = pos is not None
     out = np.empty((len(idx), *([len(pos)] if lay else []), *shape[1 + lay:]), dt)
-    runs = _runs(pos) if lay else [(0, 1)]
-    for j, (s, o) in enumerate(zip(sh.tolist(), off.tolist())):
-        name, at, st, *_ = self._header(s, k); f = self._file(name)
-        for q, n in runs:                              # whole rows, or each run of the chosen layers
-            _pread(f, out[j, q:q + n] if lay else out[j:j + 1], at + o * st[0] + (pos[q] * st[1] if lay else 0))
+    whole, runs = not lay or list(pos) == list(range(shape[1])), _runs(pos) if lay else []   # whole: rows as stored
+    j = 0
+    while j < len(S):
+        name, at, st, *_ = self._header(S[j], k); f = self._file(name); e = j + 1
+        if whole:                                      # rows that follow each other in one shard: one read
+            while e < len(S) and S[e] == S[j] and O[e] == O[e - 1] + 1: e += 1
+            _pread(f, out[j:e], at + O[j] * st[0])
+        else:
+            for q, n in runs: _pread(f, out[j, q:q + n], at + O[j] * st[0] + pos[q] * st[1])   # each run of layers
+        j = e
     return out
 
 
