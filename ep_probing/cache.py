@@ -156,16 +156,20 @@ def read_shard(path, mmap:bool=True)->dict:
     return {k: np.load(Path(path)/f'{k}.npy', mmap_mode='r' if mmap else None) for k in _files}
 
 # %% ../nbs/07_cache.ipynb #5b0e9c32
+def _npy_header(f)->tuple: # (shape, dtype, data offset) of the `.npy` file open as `f`, read from its start
+    try:
+        v = np.lib.format.read_magic(f)
+        shape, _, dt = getattr(np.lib.format, f'read_array_header_{v[0]}_{v[1]}')(f)
+    except Exception:                           # numpy raises ValueError, TypeError, SyntaxError, tokenize errors...
+        raise ValueError(f"{Path(f.name).name} has an unreadable .npy header") from None
+    return tuple(shape), dt, f.tell()
+
 def _scan(path)->tuple: # (sha256 hex digest, array shape, number of NaN/inf values)
     "Read a `.npy` file once, in 16 MB blocks: its sha256, header shape, and how many fp16 values are NaN or inf"
     h, bad = hashlib.sha256(), 0
     with open(path, 'rb') as f:
-        try:
-            v = np.lib.format.read_magic(f)
-            shape, _, dt = getattr(np.lib.format, f'read_array_header_{v[0]}_{v[1]}')(f)
-        except Exception:                       # numpy raises ValueError, TypeError, SyntaxError, tokenize errors...
-            raise ValueError(f"{Path(path).name} has an unreadable .npy header") from None
-        start, u = f.tell(), np.dtype('u2').newbyteorder(dt.byteorder) if dt.kind == 'f' and dt.itemsize == 2 else None
+        shape, dt, start = _npy_header(f)
+        u = np.dtype('u2').newbyteorder(dt.byteorder) if dt.kind == 'f' and dt.itemsize == 2 else None
         f.seek(0); pos = 0
         for b in iter(lambda: f.read(1 << 24), b''):
             h.update(b)
@@ -173,7 +177,7 @@ def _scan(path)->tuple: # (sha256 hex digest, array shape, number of NaN/inf val
                 o = max(start - pos, 0); w = np.frombuffer(memoryview(b)[o:o + (len(b) - o) // 2 * 2], u) & 0x7FFF
                 if w.size and w.max() >= 0x7C00: bad += int(np.count_nonzero(w >= 0x7C00))   # |x| >= inf: NaN or inf
             pos += len(b)
-    return h.hexdigest(), tuple(shape), bad
+    return h.hexdigest(), shape, bad
 
 # %% ../nbs/07_cache.ipynb #0253ed2b
 _verified = set()    # the shards this process has checked in full, as `_stamp`s
@@ -238,7 +242,6 @@ def _normalize_only(transform, hw:tuple)->tuple: # `(mean, std)` of its `Normali
         return None
     return (torch.as_tensor(mean), torch.as_tensor(std)) if mean is not None else None
 
-
 # %% ../nbs/07_cache.ipynb #401fc4e2
 def _array_batches(dataset, transform)->callable: # `(a, b) -> (images (b-a, 1, H, W), labels)`, or None
     "Items `a..b` transformed as one batch, bit for bit as `transform` does them one by one (tested); None: no can do"
@@ -251,7 +254,6 @@ def _array_batches(dataset, transform)->callable: # `(a, b) -> (images (b-a, 1, 
         x = ims[i][:, None].float().div(255)                                          # (B, 1, H, W), as `ToTensor`
         return x.sub_(mean.view(1, -1, 1, 1)).div_(std.view(1, -1, 1, 1)), ys[i]     # as `Normalize`
     return batch
-
 
 # %% ../nbs/07_cache.ipynb #66aa2046
 class _Damaged(ValueError):
@@ -507,19 +509,16 @@ class FeatureCache(Dataset):
 @patch
 def _header(self:FeatureCache, s:int, k:str)->tuple: # (file, data offset, strides, dtype, shape) of shard `s`'s `k`
     if (s, k) not in self._headers:
-        a = np.load(self.path/self.manifest['shards'][s]/f'{k}.npy', mmap_mode='r')    # reads the header, maps the rest
-        self._headers[s, k] = (a.filename, a.offset, a.strides, a.dtype, a.shape)      # and drops the map, unread
+        name = self.path/self.manifest['shards'][s]/f'{k}.npy'
+        with open(name, 'rb') as f: shape, dt, at = _npy_header(f)
+        st = tuple(int(np.prod(shape[d + 1:])) * dt.itemsize for d in range(len(shape)))    # C order, as written
+        self._headers[s, k] = (str(name), at, st, dt, shape)
     return self._headers[s, k]
 
 @patch
 def _shard_labels(self:FeatureCache, s:int)->np.ndarray: # shard `s`'s labels, kept in memory (8 bytes an image)
     if s not in self._labels: self._labels[s] = np.load(self.path/self.manifest['shards'][s]/'labels.npy')
     return self._labels[s]
-
-def _runs(pos:list)->list: # `(first position, length)` of each run of consecutive layers in `pos`
-    starts = [q for q in range(len(pos)) if q == 0 or pos[q] != pos[q - 1] + 1]
-    return [(q, (starts[j + 1] if j + 1 < len(starts) else len(pos)) - q) for j, q in enumerate(starts)]
-
 
 # %% ../nbs/07_cache.ipynb #bf4dc71b
 @patch
@@ -530,7 +529,7 @@ def _get(self:FeatureCache, k:str, idx:np.ndarray, pos:list=None):
     if k == 'labels': return np.array([self._shard_labels(s)[o] for s, o in zip(S, O)], self._shard_labels(0).dtype)
     *_, dt, shape = self._header(0, k); lay = pos is not None
     out = np.empty((len(idx), *([len(pos)] if lay else []), *shape[1 + lay:]), dt)
-    whole, runs = not lay or list(pos) == list(range(shape[1])), _runs(pos) if lay else []   # whole: rows as stored
+    whole = not lay or list(pos) == list(range(shape[1]))            # every layer, in order: rows as stored
     j = 0
     while j < len(S):
         name, at, st, *_ = self._header(S[j], k); f = self._file(name); e = j + 1
@@ -538,10 +537,9 @@ def _get(self:FeatureCache, k:str, idx:np.ndarray, pos:list=None):
             while e < len(S) and S[e] == S[j] and O[e] == O[e - 1] + 1: e += 1
             _pread(f, out[j:e], at + O[j] * st[0])
         else:
-            for q, n in runs: _pread(f, out[j, q:q + n], at + O[j] * st[0] + pos[q] * st[1])   # each run of layers
+            for q, l in enumerate(pos): _pread(f, out[j, q], at + O[j] * st[0] + l * st[1])   # each chosen layer
         j = e
     return out
-
 
 # %% ../nbs/07_cache.ipynb #9338910f
 @patch
@@ -564,7 +562,6 @@ def __getitem__(self:FeatureCache, i:int):
     p, q = [torch.from_numpy(self._get(k, idx, self._pos)[0]).to(self.dtype) for k in ('patch', 'prefix')]  # (L, N, C)
     if self.squeeze: p, q = p[0], q[0]                                                        # (N, C), (P, C)
     return p, q, int(self._get('labels', idx)[0])
-
 
 # %% ../nbs/07_cache.ipynb #9cc9479f
 @patch(as_prop=True)
@@ -605,7 +602,6 @@ def release(self:FeatureCache):
 @patch
 def __del__(self:FeatureCache):
     if hasattr(self, '_open'): self.release()                      # not after a failed __init__
-
 
 # %% ../nbs/07_cache.ipynb #e302e5c5
 class CachedTokens:

@@ -93,7 +93,6 @@ def forward(self:ProbeSet, *xb)->tuple:
     return tuple(patch.new_empty(0) if k in self.dropped else p(*_tok(self.index[k], p))
                  for k, p in self.probes.items())
 
-
 # %% ../nbs/09a_fit.ipynb #e54b23b5
 def probes_loss(preds:tuple, y:torch.Tensor):
     "Sum of the probes' cross-entropies: each probe gets exactly its own gradient (dropped heads: empty, skipped)"
