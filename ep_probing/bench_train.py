@@ -137,16 +137,27 @@ def _batched_heads(probes:list, z:torch.Tensor # pooled `(B, G, C')`, one slice 
     b = torch.stack([p.head.bias for p in probes])                                          # (G, K)
     return (torch.einsum('bgc,gkc->bgk', z, w) + b).unbind(1)
 
+# %% ../nbs/11a_bench_train.ipynb #94297300
 def together(probes:list, # `Probe`s of one kind with the same options (e.g. one probe's grid)
-             how:str=None, # 'pool' (parameter-free pools) or 'vmap'; None: the one that applies
+             how:str=None, # 'pool' (parameter-free pools), 'queries' (attentive) or 'vmap'; None: the first that fits
             ):
     "A function `(x, prefix) -> logits per probe` computing `probes` together, and the way it does it"
     p0 = probes[0]; names = [n for n, _ in p0.pool.named_parameters()]
-    how = how or ('vmap' if names else 'pool')
+    queries = all(hasattr(p0.pool, a) for a in ('folded_queries', 'project'))
+    how = how or ('queries' if queries else 'vmap' if names else 'pool')
     if how == 'pool':
         if names: raise ValueError(f"how='pool' needs a pool without parameters; {type(p0.pool).__name__} has {names}")
         def f(x, prefix=None):
             return _batched_heads(probes, p0.pool(p0.select(x, prefix)).unsqueeze(1).expand(-1, len(probes), -1))
+    elif how == 'queries':
+        if not queries: raise ValueError(f"how='queries' needs an attentive pool; {type(p0.pool).__name__} is not one")
+        def f(x, prefix=None):
+            x = p0.select(x, prefix)
+            q = [p.pool.folded_queries() for p in probes]                             # (M_g, C) per head
+            a = (x @ torch.cat(q).t()).softmax(1)                                     # (B, N, sum M_g): one product
+            z = a.transpose(1, 2) @ x                                                 # (B, sum M_g, C): one product
+            return _batched_heads(probes, torch.stack([p.pool.project(zg) for p, zg in
+                                                       zip(probes, z.split([len(t) for t in q], 1))], 1))
     elif how == 'vmap':
         base = copy.deepcopy(p0.pool).to('meta')
         def f(x, prefix=None):
@@ -154,7 +165,7 @@ def together(probes:list, # `Probe`s of one kind with the same options (e.g. one
             ps = {n: torch.stack([dict(p.pool.named_parameters())[n] for p in probes]) for n in names}   # (G, ...)
             y = torch.func.vmap(lambda q: torch.func.functional_call(base, q, (x,)))(ps)                 # (G, B, C')
             return _batched_heads(probes, y.transpose(0, 1))
-    else: raise ValueError(f"how={how!r}: use 'pool' or 'vmap'")
+    else: raise ValueError(f"how={how!r}: use 'pool', 'queries' or 'vmap'")
     return f, how
 
 # %% ../nbs/11a_bench_train.ipynb #ecc2bbdb

@@ -48,7 +48,12 @@ def attn_weights(self:MultiQueryCrossAttentionPool, x:torch.Tensor # tokens `(B,
                 )->torch.Tensor: # `(B, M, N)`, each row sums to 1 over the tokens
     "Attention of each query over the `N` raw tokens"
     check_tokens(x, self.dim)
-    return ((self.query * self.scale) @ x.transpose(1, 2)).softmax(-1)  # (M, C) @ (B, C, N) -> (B, M, N)
+    return (self.folded_queries() @ x.transpose(1, 2)).softmax(-1)  # (M, C) @ (B, C, N) -> (B, M, N)
+
+@patch
+def folded_queries(self:MultiQueryCrossAttentionPool)->torch.Tensor: # `(M, C)`
+    "The queries with the scale folded in: the logits of query `j` are the tokens @ row `j` (as MHCA's)"
+    return self.query * self.scale
 
 @patch
 def forward_value_first(self:MultiQueryCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
@@ -64,12 +69,16 @@ def forward_value_first(self:MultiQueryCrossAttentionPool, x:torch.Tensor # toke
 def forward_pool_first(self:MultiQueryCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
                       )->torch.Tensor: # pooled `(B, C/d_out)`, equal to `forward_value_first`'s
     "`y_j = (a_j X) W_V^(j)`: pool the tokens per query, then project each with its own slice of `W_V`"
-    a = self.attn_weights(x)                                          # (B, M, N)
+    return self.project(self.attn_weights(x) @ x)                     # (B, M, N) @ (B, N, C) -> (B, M, C)
+
+@patch
+def project(self:MultiQueryCrossAttentionPool, z:torch.Tensor # `(B, M, C)`: the tokens pooled by each query's weights
+           )->torch.Tensor: # pooled `(B, C/d_out)`
+    "Each query's pooled tokens through its own slice of `W_V`, concatenated, then `W_O`"
     w = self.v.weight.view(self.num_queries, -1, self.dim)            # (M, C', C): query j's rows of W_V^T
-    z = (a @ x).transpose(0, 1).contiguous()                          # (B, M, C) -> (M, B, C): one GEMM per query
-    y = torch.bmm(z, w.transpose(1, 2)).transpose(0, 1)               # (M, B, C') -> (B, M, C')
+    y = torch.bmm(z.transpose(0, 1).contiguous(), w.transpose(1, 2)).transpose(0, 1)  # one GEMM per query: (B, M, C')
     if self.v.bias is not None: y = y + self.v.bias.view(self.num_queries, -1)  # weights sum to 1: it passes through
-    return self.proj(y.reshape(x.shape[0], self.out_dim))             # (B, C/d_out)
+    return self.proj(y.reshape(len(z), self.out_dim))                 # (B, C/d_out)
 
 @patch
 def forward(self:MultiQueryCrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`

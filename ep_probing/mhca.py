@@ -79,8 +79,14 @@ def forward_pool_first(self:MultiHeadCrossAttentionPool, x:torch.Tensor # tokens
                       )->torch.Tensor: # pooled `(B, C)`, equal to the usual order's
     "Fold each head's query into `W_K`, pool the tokens per head, then apply `W_V` and `W_O`: no token is projected"
     check_tokens(x, self.dim)
-    H, d, C = self.num_heads, self.head_dim, self.dim
     a = (self.folded_queries() @ x.transpose(1, 2)).softmax(-1)              # (H, C) @ (B, C, N) -> (B, H, N)
-    y = torch.einsum('bhc,hdc->bhd', a @ x, self.v.weight.view(H, d, C))     # (B, H, C) -> (B, H, d)
+    return self.project(a @ x)                                               # (B, H, C) -> (B, C)
+
+@patch
+def project(self:MultiHeadCrossAttentionPool, z:torch.Tensor # `(B, H, C)`: the tokens pooled by each head's weights
+           )->torch.Tensor: # pooled `(B, C)`
+    "Each head's pooled tokens through its rows of `W_V`, then `W_O`"
+    H, d, C = self.num_heads, self.head_dim, self.dim
+    y = torch.einsum('bhc,hdc->bhd', z, self.v.weight.view(H, d, C))         # (B, H, C) -> (B, H, d)
     if self.v.bias is not None: y = y + self.v.bias.view(H, d)               # weights sum to 1: the bias passes through
-    return self.proj(y.reshape(len(x), C))                                   # (B, C)
+    return self.proj(y.reshape(len(z), C))                                   # (B, C)

@@ -176,8 +176,14 @@ def _header(run:ProbeRun, o:dict)->str:
     return (f"ep_probe: {m['encoder']} ({m['weights']} weights) on {m['data']} ({len(m['classes'])} classes), "
             f"layers {m['layers']}, {o['epochs']} epochs, {o['opt']}{accum}{recipe}; "
             f"{'streamed' if o['stream'] else 'cached tokens'} ({fp(run.prepared.extract_precision)} extraction, "
-            f"{fp(run.fit.precision)} heads); {len(run.heads)} heads ({len(r)} probes x their grid points) "
-            f"trained together{halved} in {r.train_s.iloc[0]:.1f}s ({run.times['total_s']:.1f}s in all)")
+            f"{fp(run.fit.precision)} heads); {_heads_line(len(run.heads), len(r))}"
+            f"{halved} in {r.train_s.iloc[0]:.1f}s ({run.times['total_s']:.1f}s in all)")
+
+def _heads_line(heads:int, probes:int)->str:
+    "'20 heads (4 probes x their grid points) trained together', or '1 head trained'"
+    if heads == 1: return "1 head trained"
+    what = f"{probes} probes x their" if probes > 1 else "1 probe x its"
+    return f"{heads} heads ({what} grid points) trained together"
 
 # %% ../nbs/11_pipeline.ipynb #14bde27c
 _norms = {'auto': None, 'on': True, 'off': False}                     # --norm: `create_encoder`'s `norm`
