@@ -17,7 +17,7 @@ from .encoders import create_encoder, timm_model
 from .data import fmnist_sample
 from .cache import extract_features, FeatureCache, CachedTokens, cached_dl
 from .fit import fit_probes
-from .core import resolve_precision
+from .core import resolve_precision, precision_dtype
 from .specs import parse_specs, grid_specs
 from .bench import bench_time, bench_batch
 from .probes import create_probe
@@ -184,10 +184,12 @@ def bench_stack(N:int=49, P:int=1, C:int=192, specs=('lp', 'gap', 'ep', 'mhca'),
     for s in parse_specs(list(specs)):
         probes = [create_probe(t.name, C, 10, **t.kwargs).to(dev) for t in grid_specs([s], 'default', opt)]
         f, how = together(probes)
+        dt = precision_dtype(prec) if probes[0].autocast_tokens else None    # as `ProbeSet` gives them: cast once
+        xs = (x, prefix) if dt is None else (x.to(dt), prefix.to(dt))
         with warnings.catch_warnings():
             warnings.simplefilter('ignore')          # vmap's warning where an op has no batching rule (SDPA on CPU)
             ms = bench_time({'separate': _Heads(probes, lambda x, pre: tuple(p(x, pre) for p in probes)),
-                             'together': _Heads(probes, f)}, x, prefix, y, steps, warmup=2, precision=prec)
+                             'together': _Heads(probes, f)}, *xs, y, steps, warmup=2, precision=prec)
         rows[s.label] = dict(heads=len(probes), how=how, separate_ms=ms['separate'], together_ms=ms['together'],
                              ratio=ms['separate'] / ms['together'])
     sep = sum(r['separate_ms'] for r in rows.values())
