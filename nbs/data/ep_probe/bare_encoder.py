@@ -19,4 +19,5 @@ with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16, enabled=prec =
     t = time.perf_counter()
     for i in range(0, len(x), bs): m.forward_features(x[i:i + bs])
     s = time.perf_counter() - t
-print(f"bare encoder pass ({prec}, batch {bs}, {torch.backends.cpu.get_cpu_capability()}): {len(x):,} images in {s:.1f} s")
+isa = torch.backends.cpu.get_cpu_capability()
+print(f"bare encoder pass ({prec}, batch {bs}, {isa}): {len(x):,} images in {s:.1f} s")

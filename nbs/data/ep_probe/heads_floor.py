@@ -1,6 +1,7 @@
 """The floor under the default job's training: its heads' own arithmetic, timed alone, next to the bare encoder pass.
 Builds the default job's 20 heads (lp, gap, ep, mhca, each over its learning-rate grid) and times one training step of
-them together (forward, one backward of the summed loss, one AdamW step) on tokens already in the heads' dtype (bf16 under autocast; fp32 for lp and gap),
+them together (forward, one backward of the summed loss, one AdamW step) on tokens already in the heads' dtype
+(bf16 under autocast; fp32 for lp and gap),
 at the default shapes: batch 256, 49 patch tokens and 1 prefix token of 192 channels. No data loading, no dtype
 conversion, no validation, no callbacks. Then the floor of `ep_probe`'s 10 epochs: 2 epochs of all 20 heads and 8 of
 the 12 that the halving keeps (3 per probe), 35 steps an epoch (9,000 training images, batch 256).

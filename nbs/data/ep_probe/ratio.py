@@ -5,7 +5,8 @@ Usage (from the repository root): python nbs/data/ep_probe/ratio.py [pairs=3] [-
 `--bare_bs 256,64` times the bare pass at each batch in turn (the issue's 256; `ep_probe` extracts in batches of 64)
 and gives each run's ratio to each. The ISA limits in the environment (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA,
 MKL_ENABLE_INSTRUCTIONS, e.g. all three at AVX2 to run as a CPU without AVX-512) reach both and are recorded.
-With `--precision none` (or `--fp32`) the bare passes run in fp32 too. With `--out DIR` among the flags, the last run's output stays in DIR (each run writes there in turn)."""
+With `--precision none` (or `--fp32`) the bare passes run in fp32 too. With `--out DIR` among the flags, the last
+run's output stays in DIR (each run writes there in turn)."""
 import json, os, re, subprocess, sys, tempfile, time, statistics
 from pathlib import Path
 
@@ -31,7 +32,8 @@ def ep_probe()->dict:
     with tempfile.TemporaryDirectory() as d:
         out = [] if '--out' in flags else ['--out', f'{d}/out']
         t = time.perf_counter()
-        r = subprocess.run(['/usr/bin/time', '-f', 'maxrss_kb %M', 'ep_probe', *out, '--cache_dir', f'{d}/cache', *flags],
+        r = subprocess.run(['/usr/bin/time', '-f', 'maxrss_kb %M', 'ep_probe', *out, '--cache_dir', f'{d}/cache',
+                            *flags],
                            capture_output=True, text=True, check=True)
         wall = time.perf_counter() - t
     ext = [float(x) for x in re.findall(r'extracted .* in ([\d.]+) s', r.stdout)]
