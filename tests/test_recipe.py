@@ -51,7 +51,7 @@ def test_recipe_paper_from_the_command_line(tmp_path, monkeypatch, capsys):
     ep_probe(**{k: v for k, v in vars(ns).items() if k not in ('pdb', 'xtra')})
     out = capsys.readouterr().out
     assert '1 epochs, lars, effective batch 32 (--recipe paper); streamed' in out, out
-    assert '1 heads' in out                                            # --blr 0.1 wins over the recipe's grid
+    assert '1 head trained' in out                                         # --blr 0.1 wins over the recipe's grid
 
 
 @pytest.mark.parametrize('args, msg', [(['--recipe', 'mae'], "--recipe 'mae': use paper"),
