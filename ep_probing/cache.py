@@ -525,8 +525,11 @@ def _shard_labels(self:FeatureCache, s:int)->np.ndarray: # shard `s`'s labels, k
 def _get(self:FeatureCache, k:str, idx:np.ndarray, pos:list=None):
     "Rows `idx` (and layers at positions `pos`) of array `k` (`patch`/`prefix`/`labels`), read into memory"
     sh, off = np.divmod(idx, self.shard_size)
+    if k == 'labels':                                                 # in memory: gathered per shard
+        out = np.empty(len(idx), self._shard_labels(0).dtype)
+        for s in np.unique(sh): m = sh == s; out[m] = self._shard_labels(int(s))[off[m]]
+        return out
     S, O = sh.tolist(), off.tolist()
-    if k == 'labels': return np.array([self._shard_labels(s)[o] for s, o in zip(S, O)], self._shard_labels(0).dtype)
     *_, dt, shape = self._header(0, k); lay = pos is not None
     out = np.empty((len(idx), *([len(pos)] if lay else []), *shape[1 + lay:]), dt)
     whole = not lay or list(pos) == list(range(shape[1]))            # every layer, in order: rows as stored
