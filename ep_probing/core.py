@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['precisions', 'run_flags', 'command_flags', 'check_divisible', 'infer_grid', 'atomic_write', 'write_json',
            'file_sha256', 'asset_path', 'command_line', 'interactive', 'native_bf16', 'resolve_precision',
-           'precision_dtype', 'command_voice', 'survive_closed_stdout', 'out_lock', 'check_lr', 'check_count',
+           'precision_dtype', 'command_voice', 'survive_closed_stdout', 'spell', 'out_lock', 'check_lr', 'check_count',
            'check_fraction', 'check_halving', 'precheck', 'check_seeds', 'light_parser', 'console', 'ep_probe_main',
            'ep_bench_main', 'ep_pretrain_main', 'ep_experiment_main', 'check_tokens', 'user_error_types', 'Interrupted',
            'user_errors']
@@ -16,6 +16,7 @@ import ast, inspect, math, os, re, sys, tempfile, warnings
 try: import fcntl
 except ImportError: fcntl = None                                   # Windows: output folders are not locked
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from fastcore.imports import IN_NOTEBOOK
 from typing import TYPE_CHECKING
@@ -179,6 +180,7 @@ def survive_closed_stdout(enabled:bool=True):
 class Interrupted(KeyboardInterrupt):
     "Ctrl-C during a run; its message says what was saved and how to continue"
 
+_on_cli = ContextVar('ep_probing_on_cli', default=False)   # set by `user_errors` while a console script runs
 user_error_types = (ValueError, OSError, ImportError)   # FileNotFoundError, a full disk, a missing optional package...
 
 @contextmanager
@@ -189,6 +191,7 @@ def user_errors(cmd:str, # the command's name, e.g. 'ep_probe'
     "On the command line: user errors as `cmd: error: ...` (exit 2), warnings as `cmd: warning: ...`, Ctrl-C exit 130"
     if cli is None: cli = Path(sys.argv[0]).name == cmd
     debug = debug or not cli or os.environ.get('EP_PROBING_DEBUG', '') not in ('', '0')
+    token = _on_cli.set(cli)
     try:
         with command_voice(cmd, enabled=cli and not debug), survive_closed_stdout(enabled=cli): yield
     except KeyboardInterrupt as e:
@@ -198,6 +201,15 @@ def user_errors(cmd:str, # the command's name, e.g. 'ep_probe'
         if debug: raise
         msg = ' '.join(str(e).split()) or type(e).__name__
         print(f"{cmd}: error: {msg} (--debug shows the traceback)", file=sys.stderr); sys.exit(2)
+    finally: _on_cli.reset(token)
+
+# %% ../nbs/00_core.ipynb #69a9ce1f
+def spell(name:str, # the option's Python name, e.g. 'cache_dir'
+          value=None, # its value, if the message gives one
+         )->str:
+    "Option `name` as the user spells it: `--name value` inside a console script, `name=value` in Python"
+    if _on_cli.get(): return f"--{name}" + ('' if value is None else f" {value}")
+    return name + ('=' if value is None else f"={value!r}")
 
 # %% ../nbs/00_core.ipynb #62ce1d83
 _held_locks = {}
