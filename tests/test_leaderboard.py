@@ -16,10 +16,10 @@ def runs(tmp_path_factory):
 
 
 def test_ep_leaderboard_three_runs(runs):
-    r = subprocess.run(['ep_leaderboard', runs/'mae0', runs/'mae1', runs/'vit', '--out', runs/'board'/'lb'],
+    r = subprocess.run(['ep_leaderboard', runs/'mae0', runs/'mae1', runs/'vit', '--out', runs/'board'],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    lb = pd.read_csv(runs/'board'/'lb.csv', dtype=str, keep_default_na=False)
+    lb = pd.read_csv(runs/'board'/'leaderboard.csv', dtype=str, keep_default_na=False)
     assert list(lb.backbone) == ['mae_fmnist', 'vit_tiny_patch16_224'] and list(lb.weights) == ['shipped', 'random init']
     assert list(lb.seeds) == ['0,1', '0']
     res = [pd.read_json(runs/n/'results.json').set_index('probe') for n in ('mae0', 'mae1')]
@@ -29,16 +29,16 @@ def test_ep_leaderboard_three_runs(runs):
     knn = [max(v['top1'] for v in json.loads((runs/n/'knn.json').read_text()).values()) for n in ('mae0', 'mae1')]
     assert lb.loc[0, 'k-NN'].startswith(f"{100 * sum(knn) / 2:.2f}") and lb.loc[1, 'k-NN'] == ''
     assert lb.loc[0, 'lp blr'] == '0.1,0.1' and lb.loc[0, 'lp params'] == f"{int(res[0].loc['lp', 'params']):,}"
-    md = (runs/'board'/'lb.md').read_text()
+    md = (runs/'board'/'leaderboard.md').read_text()
     assert md.startswith('| backbone | weights | data | seeds | k-NN | lp | ep_num_queries=4 |') and md.count('\n') == 4
-    assert (runs/'board'/'lb.png').stat().st_size > 10_000
-    assert json.loads((runs/'board'/'lb.json').read_text())['command'].startswith('ep_leaderboard')
+    assert (runs/'board'/'leaderboard.png').stat().st_size > 10_000
+    assert json.loads((runs/'board'/'leaderboard.json').read_text())['command'].startswith('ep_leaderboard')
 
 
 def test_ep_leaderboard_not_a_run(tmp_path):
     r = subprocess.run(['ep_leaderboard', tmp_path, '--out', tmp_path/'lb'], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and r.stderr.startswith('ep_leaderboard: error: ') and 'no results.json' in r.stderr, r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path/'lb.md').exists()
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path/'lb').exists()
 
 
 def test_ep_compare_runs_on_the_same_images(runs):
