@@ -14,7 +14,7 @@ from fastcore.script import call_parse, Param
 from .core import atomic_write, write_json, file_sha256, user_errors, spell
 from .stats import unpack_correct, compare_line, compare_table
 
-# %% ../nbs/14_leaderboard.ipynb #378029e8
+# %% ../nbs/14_leaderboard.ipynb #f1d75734
 def _finite(v)->bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 _kinds = {'text': lambda v: isinstance(v, str) and v.strip() != '',             # what a field must be: its check
@@ -35,7 +35,7 @@ def _jtype(v)->str: return {dict: 'an object', list: 'a list', str: 'text', bool
 def _bad_file(path, what:str)->ValueError:
     return ValueError(f"{path}: {what}; it is not as ep_probe wrote it: run ep_probe again (or restore the file)")
 
-# %% ../nbs/14_leaderboard.ipynb #1aa91eea
+# %% ../nbs/14_leaderboard.ipynb #d475f0b7
 def _load(path:Path, kind:type):
     "The JSON in `path`, which must hold a `kind` (list or dict); else a `ValueError` naming the file"
     try: v = json.loads(path.read_bytes())
@@ -53,7 +53,7 @@ def _check(rec, path:Path, where:str=''):
         if (k in need or v is not None) and not _kinds[kind](v):
             raise _bad_file(path, f"{where}'{k}' is {v!r:.40}, not {kind}")
 
-# %% ../nbs/14_leaderboard.ipynb #cc9ddcd3
+# %% ../nbs/14_leaderboard.ipynb #7e8d11bc
 def _distinct_rows(rows:list, path:Path)->list:
     "`rows` of `path` with exact repeats counted once (a warning says so); one probe with two results is an error"
     seen = {}
@@ -88,7 +88,7 @@ def read_run(folder, # an `ep_probe --out` folder
     df['run'], df['path'], df['content'] = str(folder), str(folder.resolve()), content      # who it is, twice
     return df
 
-# %% ../nbs/14_leaderboard.ipynb #9b8ff5e6
+# %% ../nbs/14_leaderboard.ipynb #150b0da4
 def distinct_runs(frames:list, # `read_run` frames
                  )->list: # those of distinct runs, in order
     "The frames of distinct runs: a folder given twice, or a copy of a run (same content), counts once, with a warning"
@@ -176,7 +176,7 @@ def _pick(correct:dict, probes:list, where:str)->dict:
                              f"choose among {', '.join(correct)}")
     return {p: c for p, c in correct.items() if p in probes}
 
-# %% ../nbs/14_leaderboard.ipynb #b75cedba
+# %% ../nbs/14_leaderboard.ipynb #9c3250b7
 def _one_run(run_a, ca:dict, probes:list, n_boot:int)->list:
     "Each probe of one run against its best probe on test"
     ref = max(ca, key=lambda p: ca[p].mean())
@@ -189,7 +189,7 @@ def _one_run(run_a, ca:dict, probes:list, n_boot:int)->list:
     return [f"{p} vs {ref}: {r['diff']:+.2f} points [{r['lo']:+.2f}, {r['hi']:+.2f}], "
             f"McNemar p = {r['p']:.2g}: {r['verdict']}" for p, r in t.iterrows()]
 
-# %% ../nbs/14_leaderboard.ipynb #1227d64d
+# %% ../nbs/14_leaderboard.ipynb #8a2d2659
 def compare_runs(run_a, # an ep_probe output folder
                  run_b=None, # another, tested on the same images; None: each probe of `run_a` against its best
                  probes:list=None, # only these probes (default: all, or those both runs trained)
@@ -212,7 +212,7 @@ def compare_runs(run_a, # an ep_probe output folder
     return [compare_line(f"{p} in {a}", f"{p} in {b}", ca[p], cb[p], n_boot=n_boot)
             for p in _pick(common, probes, 'both runs have')]
 
-# %% ../nbs/14_leaderboard.ipynb #d79b4c3b
+# %% ../nbs/14_leaderboard.ipynb #5b9c831c
 _outputs = {'ep_leaderboard': ('leaderboard.json', 'leaderboard.md', 'leaderboard.csv', 'leaderboard.png'),
             'ep_compare': ('compare.json', 'compare.txt')}        # what each command writes in --out, its record first
 
@@ -229,7 +229,7 @@ def _own_files(folder:Path)->set:
                        and file_sha256(folder/n) in r['files'][n])}
     return own | {n for n in _names(folder) for o in own if n.startswith(f'.{o}.') and n.endswith('.tmp')}
 
-# %% ../nbs/14_leaderboard.ipynb #e80efaea
+# %% ../nbs/14_leaderboard.ipynb #386120ad
 def check_out(out, # the `--out` folder
               cmd:str, # 'ep_leaderboard' or 'ep_compare'
               force:bool=False, # write beside a run or files these commands did not write (never replacing them)
@@ -250,7 +250,7 @@ def check_out(out, # the `--out` folder
                          f"a new or empty folder, or add {f} to write beside them")
     return folder
 
-# %% ../nbs/14_leaderboard.ipynb #a4d3e662
+# %% ../nbs/14_leaderboard.ipynb #df7dd540
 def write_out(folder:Path, # a folder `check_out` accepted
               cmd:str, # the command writing it
               files:dict, # file name (of `cmd`'s outputs) -> its bytes
@@ -274,7 +274,7 @@ def _png(lb:pd.DataFrame)->bytes:
     finally: plt.close(ax.figure)
     return buf.getvalue()
 
-# %% ../nbs/14_leaderboard.ipynb #d6535b52
+# %% ../nbs/14_leaderboard.ipynb #4eb498dd
 @call_parse
 def ep_leaderboard(runs:Param("ep_probe output folders (--out) to merge", str, nargs='+'),
                    out:str=None, # a folder for the table (leaderboard.md, .csv), its plot (.png) and command (.json)
