@@ -69,8 +69,10 @@ def read_run(folder, # an `ep_probe --out` folder
     "The probes of one finished `ep_probe` run, with the facts of its `meta.json` (and `knn.json`) on every row"
     folder = Path(folder)
     if not (folder/'results.json').is_file():
+        ours = any((folder/n).is_file() for n in ('leaderboard.json', 'compare.json'))   # `runs/*` with a board in it
         raise FileNotFoundError(f"{folder}: no results.json; pass folders that ep_probe wrote (its --out), "
-                                "after the run finished")
+                                + ("not what ep_leaderboard or ep_compare wrote: leave it out" if ours else
+                                   "after the run finished"))
     if not (folder/'meta.json').is_file():
         raise FileNotFoundError(f"{folder}: no meta.json beside results.json; it comes from an older ep_probe: "
                                 "run it again")

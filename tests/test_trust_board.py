@@ -128,6 +128,17 @@ def test_recorded_command_runs_and_rewrites_its_folder(cmd, args, rec, runs, tmp
     assert snapshot(tmp_path/'board') == first and not any(elsewhere.iterdir())
 
 
+def test_own_output_among_the_runs(runs, tmp_path, monkeypatch, capsys):
+    "`ep_leaderboard runs/*` after `--out runs/board`: the board folder is named as such, not as a broken run"
+    code, out, err = run_cli(ep_leaderboard, monkeypatch, capsys, [*runs, '--out', tmp_path/'board'])
+    assert code == 0, err
+    before = snapshot(tmp_path)
+    code, out, err = run_cli(ep_leaderboard, monkeypatch, capsys, [*runs, tmp_path/'board', '--out', tmp_path/'board'])
+    one_line_error('ep_leaderboard', code, err, f"{tmp_path/'board'}: no results.json",
+                   'not what ep_leaderboard or ep_compare wrote: leave it out')
+    assert snapshot(tmp_path) == before
+
+
 # 2. Silent wrong results: one run counts once; unknown probes and one run twice fail
 
 def _ep_cell(out:str)->str:
