@@ -8,7 +8,7 @@ __all__ = ['stl10_classes', 'dataset_registry', 'hf_layout', 'Labelled', 'Files'
            'read_pickle', 'Arrays', 'data_names', 'load_data']
 
 # %% ../nbs/06a_datasets.ipynb #67b7ea98
-import importlib, importlib.util, io, json, math, os, pickle, warnings, numpy as np
+import codecs, importlib, importlib.util, io, json, math, os, pickle, warnings, numpy as np
 import torchvision.datasets as tvd
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +81,7 @@ def _np_global(mod:str, name:str):
     except ImportError: return getattr(importlib.import_module(mod), name)
 
 _pickle_globals = {('numpy', 'ndarray'): np.ndarray, ('numpy', 'dtype'): np.dtype,
-                   ('_codecs', 'encode'): __import__('codecs').encode}   # protocol 2 writes bytes as `encode(str)`
+                   ('_codecs', 'encode'): codecs.encode}   # protocol 2 writes bytes as `encode(str)`
 for _m in ('numpy.core', 'numpy._core'):
     _pickle_globals |= {(f'{_m}.multiarray', n): _np_global('numpy.core.multiarray', n)
                         for n in ('_reconstruct', 'scalar')}
