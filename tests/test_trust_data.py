@@ -138,6 +138,19 @@ def test_decompression_bomb_beyond_the_first_image(tmp_path):
     with pytest.raises(DataError, match=f'image {f} has more than'): d.train[i]
 
 
+def test_decompression_bomb_met_during_extraction(tmp_path, monkeypatch, capsys):
+    "A bomb in the test split, past the first image: the command still ends in one error line naming the file"
+    root = make_tiny('dtd', tmp_path/'data')
+    f = root/'dtd'/'dtd'/'images'/'braided'/'braided_0005.jpg'   # the last test image
+    bomb(f)
+    capsys.readouterr()
+    args = ['--data', 'dtd', '--data_path', root, '--out', tmp_path/'o', '--cache_dir', tmp_path/'c', *TINY]
+    code, out, err = run_cli(monkeypatch, capsys, args)
+    errors = [l for l in err.splitlines() if l.startswith('ep_probe: error: ')]
+    assert code == 2 and 'Traceback' not in err and len(errors) == 1, err
+    assert f'image {f} has more than' in errors[0] and not (tmp_path/'o'/'results.json').exists()
+
+
 # 2-4. Hugging Face datasets
 
 def png(c:int=0)->bytes:
