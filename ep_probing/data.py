@@ -5,9 +5,9 @@
 # %% auto #0
 __all__ = ['fmnist_classes', 'fmnist_debian_dir', 'fmnist_url', 'fmnist_sha256', 'fmnist_sample_file', 'read_idx',
            'fmnist_cache_dir', 'fmnist_dirs', 'fmnist_download', 'fmnist_files', 'FashionMNIST', 'to_channels',
-           'load_image', 'verify_images', 'image_samples', 'image_folder', 'targets_of', 'low_shot_indices', 'low_shot',
-           'stratified_split', 'make_fmnist_sample', 'fmnist_sample', 'TransformDataset', 'stream_dls',
-           'subset_indices']
+           'DataError', 'load_image', 'verify_images', 'image_samples', 'image_folder', 'targets_of',
+           'low_shot_indices', 'low_shot', 'stratified_split', 'make_fmnist_sample', 'fmnist_sample',
+           'TransformDataset', 'stream_dls', 'subset_indices']
 
 # %% ../nbs/06_data.ipynb #cfa5deaa
 import gzip, os, platform, warnings, numpy as np, torch
@@ -186,19 +186,24 @@ def to_channels(img, # a PIL image, or a tensor `(C, H, W)` with C = 1 or 3
     raise ValueError(f"image has {c} channels; expected 1 or 3")
 
 # %% ../nbs/06_data.ipynb #0ae64475
-def load_image(fn:str|Path, # image file
+class DataError(ValueError):
+    "A data file that is there but cannot be read or trusted; the message names the file (and the row)"
+
+def load_image(fn, # an image file, or a binary file object (then give `name`)
                channels:int=None, # convert to 1 or 3 channels; None keeps the file's mode
+               name:str=None, # how messages name the image (default: `fn`), e.g. a file and a row
               )->Image.Image:
-    "Open and decode an image, naming the file if that fails; one over `Image.MAX_IMAGE_PIXELS` is refused"
+    "Open and decode an image, naming it if that fails; one over `Image.MAX_IMAGE_PIXELS` is refused"
+    name = name or fn
     try:
         with warnings.catch_warnings():
             warnings.simplefilter('error', Image.DecompressionBombWarning)  # PIL only warns up to twice its limit
             with Image.open(fn) as im: im.load(); img = im.copy()
     except (Image.DecompressionBombWarning, Image.DecompressionBombError):
-        raise ValueError(f"image {fn} has more than {Image.MAX_IMAGE_PIXELS:,} pixels, "
-                         "PIL's limit against decompression bombs (PIL.Image.MAX_IMAGE_PIXELS); "
-                         "downscale it or remove it") from None
-    except Exception as e: raise OSError(f"cannot read image {fn}: {type(e).__name__}: {e}") from e
+        raise DataError(f"image {name} has more than {Image.MAX_IMAGE_PIXELS:,} pixels, "
+                        "PIL's limit against decompression bombs (PIL.Image.MAX_IMAGE_PIXELS); "
+                        "downscale it or remove it") from None
+    except Exception as e: raise OSError(f"cannot read image {name}: {type(e).__name__}: {e}") from e
     return to_channels(img, channels) if channels else img
 
 # %% ../nbs/06_data.ipynb #5da019e8

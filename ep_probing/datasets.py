@@ -4,17 +4,18 @@
 
 # %% auto #0
 __all__ = ['stl10_classes', 'dataset_registry', 'hf_layout', 'Labelled', 'Files', 'DatasetInfo', 'load_split', 'HFSpec',
-           'hf_splits', 'hf_columns', 'HFImages', 'load_hf', 'NamedData', 'load_named', 'data_table', 'data_names',
-           'load_data']
+           'HFSplit', 'hf_splits', 'hf_columns', 'HFImages', 'load_hf', 'NamedData', 'load_named', 'data_table',
+           'read_pickle', 'Arrays', 'data_names', 'load_data']
 
 # %% ../nbs/06a_datasets.ipynb #67b7ea98
-import importlib.util, os, pickle, warnings, numpy as np
+import codecs, importlib, importlib.util, io, json, math, os, pickle, warnings, numpy as np
 import torchvision.datasets as tvd
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
-from torch.utils.data import ConcatDataset, Dataset, Subset
-from .data import image_samples, load_image, to_channels, fmnist_sample, FashionMNIST, image_folder
+from PIL import Image
+from torch.utils.data import Dataset
+from .data import image_samples, load_image, to_channels, fmnist_sample, FashionMNIST, image_folder, DataError
 
 # %% ../nbs/06a_datasets.ipynb #96d85e29
 class Labelled(Dataset):
@@ -44,25 +45,27 @@ class Files(Dataset):
 def _files_only(cls, drop=()):
     "A subclass of torchvision's `cls` that checks that its files exist, not their MD5s; `drop`: files not needed"
     lists = {k: [[f, None] for f, _ in getattr(cls, k) if f not in drop] for k in ('train_list', 'test_list')}
-    meta = {'meta': {**cls.meta, 'md5': None}} if hasattr(cls, 'meta') else {}
-    return type('_' + cls.__name__, (cls,), lists | meta)   # named as below, so that its datasets pickle
+    return type('_' + cls.__name__, (cls,), lists)   # named as below, so that its datasets pickle
 
-_CIFAR10, _CIFAR100 = _files_only(tvd.CIFAR10), _files_only(tvd.CIFAR100)
 _STL10 = _files_only(tvd.STL10, drop=('unlabeled_X.bin',))
-_Flowers102 = type('_Flowers102', (tvd.Flowers102,),
-                   {'_file_dict': {k: (f, None) for k, (f, _) in tvd.Flowers102._file_dict.items()}})
 
 class _Places365(tvd.Places365):
     "torchvision's `Places365`, checking that its category and file lists exist, not their MD5s"
     def _check_integrity(self, file, md5, download): return super()._check_integrity(file, None, download)
 
 # %% ../nbs/06a_datasets.ipynb #9410a6eb
+def _image_files(ds)->list:
+    "The image files of torchvision dataset `ds`, in item order (`_image_files`, `_images` or `imgs`)"
+    for k in ('_image_files', '_images'):
+        if hasattr(ds, k): return list(getattr(ds, k))
+    return [f for f, _ in ds.imgs]
+
 def _join(parts:list, channels=None)->Labelled:
     "One `Labelled` of torchvision datasets `parts` (with `_labels`, `classes`), labels mapped by name to the first's"
     classes = list(parts[0].classes)
     idx = {c: i for i, c in enumerate(classes)}
     targets = [idx[p.classes[y]] for p in parts for y in p._labels]
-    return Labelled(ConcatDataset(parts) if len(parts) > 1 else parts[0], targets, classes, channels)
+    return Labelled(Files([f for p in parts for f in _image_files(p)]), targets, classes, channels)
 
 def _tv(cls, train:tuple, test:tuple, **kwargs)->Callable:
     "A reader of torchvision's `cls` (never downloading): `train` and `test` list the official splits each concatenates"
@@ -71,23 +74,146 @@ def _tv(cls, train:tuple, test:tuple, **kwargs)->Callable:
         return _join([cls(root, split=s, download=False, **kwargs) for s in splits], channels)
     return read
 
+# %% ../nbs/06a_datasets.ipynb #f9c5f3c4
+def _np_global(mod:str, name:str):
+    "numpy's `mod.name`, `numpy.core` read as `numpy._core` (numpy 2's name) where that exists"
+    try: return getattr(importlib.import_module(mod.replace('numpy.core', 'numpy._core')), name)
+    except ImportError: return getattr(importlib.import_module(mod), name)
+
+_pickle_globals = {('numpy', 'ndarray'): np.ndarray, ('numpy', 'dtype'): np.dtype,
+                   ('_codecs', 'encode'): codecs.encode}   # protocol 2 writes bytes as `encode(str)`
+for _m in ('numpy.core', 'numpy._core'):
+    _pickle_globals |= {(f'{_m}.multiarray', n): _np_global('numpy.core.multiarray', n)
+                        for n in ('_reconstruct', 'scalar')}
+    _pickle_globals[(f'{_m}.numeric', '_frombuffer')] = _np_global('numpy.core.numeric', '_frombuffer')
+
+# %% ../nbs/06a_datasets.ipynb #291f4419
+class _PlainUnpickler(pickle.Unpickler):
+    "An unpickler that builds only plain data and numpy arrays: any other global is refused"
+    def find_class(self, module, name):
+        if (f := _pickle_globals.get((module, name))) is None:
+            raise DataError(f"{self.fn} asks to call {module}.{name}, and a data file may only hold plain data and "
+                            "numpy arrays; it was not run. Replace the file with an official copy")
+        return f
+    def persistent_load(self, pid): raise DataError(f"{self.fn} refers to outside objects; it is not plain data")
+
+def read_pickle(fn:str|Path, # a pickle of plain data (dicts, lists, strings, numbers, numpy arrays), e.g. CIFAR's
+               ):
+    "Unpickle `fn` without running code: only plain data and numpy arrays are built, anything else is refused"
+    with open(fn, 'rb') as f:   # a missing file is a FileNotFoundError
+        u = _PlainUnpickler(f, encoding='latin1'); u.fn = fn   # CIFAR's pickles come from Python 2
+        try: return u.load()
+        except DataError: raise
+        except Exception as e: raise DataError(f"{fn} is not a readable pickle ({type(e).__name__}: {e})") from None
+
 # %% ../nbs/06a_datasets.ipynb #d1f3d528
-def _cifar(cls)->Callable:
-    "A reader of torchvision's CIFAR class `cls`"
+class Arrays(Dataset):
+    "Items `(PIL image,)` of `uint8` images `(N, H, W, 3)` held in memory"
+    def __init__(self, data:np.ndarray): self.data = data
+    def __len__(self): return len(self.data)
+    def __getitem__(self, i): return (Image.fromarray(self.data[i]),)
+
+_cifar_files = dict(cifar10=('cifar-10-batches-py', [f'data_batch_{i}' for i in range(1, 6)], ['test_batch'],
+                             'batches.meta', 'labels', 'label_names'),
+                    cifar100=('cifar-100-python', ['train'], ['test'], 'meta', 'fine_labels', 'fine_label_names'))
+
+# %% ../nbs/06a_datasets.ipynb #031d0a17
+def _cifar_part(fn:Path, key:str, classes:list)->tuple:
+    "The `(N, 32, 32, 3)` images and `N` labels of CIFAR batch `fn`, checked; labels under `key`"
+    b = read_pickle(fn)
+    if not isinstance(b, dict) or 'data' not in b or key not in b:
+        raise DataError(f"{fn} is not a CIFAR batch: expected a dict with 'data' and {key!r}, got a {type(b).__name__}"
+                        + (f" with keys {', '.join(map(str, b))}" if isinstance(b, dict) else ''))
+    x, y = b['data'], b[key]
+    if not isinstance(x, np.ndarray) or x.dtype != np.uint8 or x.ndim != 2 or x.shape[1] != 3072:
+        raise DataError(f"{fn}: 'data' is {getattr(x, 'dtype', type(x).__name__)} {np.shape(x)}; "
+                        "expected uint8 (N, 3072), as in the official files")
+    if not isinstance(y, list) or len(y) != len(x) or not all(type(v) is int and 0 <= v < len(classes) for v in y):
+        raise DataError(f"{fn}: {key!r} must be a list of {len(x)} integers in 0..{len(classes) - 1}")
+    return x.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), y
+
+def _cifar(name:str)->Callable:
+    "A reader of CIFAR-10 or CIFAR-100 (`name`) that runs no code from its pickles"
+    folder, train, test, meta, key, names = _cifar_files[name]
     def read(root, split, channels):
-        ds = cls(root, train=split == 'train', download=False)
-        return Labelled(ds, ds.targets, ds.classes, channels)
+        d = Path(root)/folder
+        m = read_pickle(d/meta)
+        classes = m.get(names) if isinstance(m, dict) else None
+        if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
+            raise DataError(f"{d/meta} is not CIFAR's class list: expected a dict whose {names!r} is a list of names")
+        parts = [_cifar_part(d/f, key, classes) for f in (train if split == 'train' else test)]
+        x, y = np.concatenate([x for x, _ in parts]), [v for _, y in parts for v in y]
+        return Labelled(Arrays(x), y, classes, channels)
     return read
 
+# %% ../nbs/06a_datasets.ipynb #0e3ec411
 stl10_classes = ['airplane', 'bird', 'car', 'cat', 'deer', 'dog', 'horse', 'monkey', 'ship', 'truck']
 
 def _stl10(root, split, channels):
     ds = _STL10(root, split=split, download=False)
     return Labelled(ds, ds.labels, getattr(ds, 'classes', stl10_classes), channels)
 
+# %% ../nbs/06a_datasets.ipynb #c3f83fca
+def _json(fn:Path, kind:type, what:str):
+    "The JSON in `fn`, which must be a `kind`; `what` says what it should hold"
+    try: obj = json.loads(Path(fn).read_bytes())
+    except ValueError as e: raise DataError(f"{fn} is not JSON ({e}); expected {what}") from None
+    if not isinstance(obj, kind): raise DataError(f"{fn} holds a JSON {type(obj).__name__}; expected {what}")
+    return obj
+
+def _mat(fn:Path, *keys)->list:
+    "Arrays `keys` of MATLAB file `fn` (scipy's `loadmat`, `squeeze_me=True`), each checked present"
+    from scipy.io import loadmat
+    if not Path(fn).is_file(): raise FileNotFoundError(f"no {fn}")
+    try: m = loadmat(fn, squeeze_me=True)
+    except Exception as e: raise DataError(f"{fn} is not a readable MATLAB file ({type(e).__name__}: {e})") from None
+    if missing := [k for k in keys if k not in m]:
+        raise DataError(f"{fn} has no {', '.join(missing)} (it holds {', '.join(k for k in m if k[0] != '_')})")
+    return [m[k] for k in keys]
+
+def _ints(fn:Path, key:str, a)->np.ndarray:
+    "Array `a` (`key` of `fn`) as `int64`, or a `DataError` naming them"
+    a = np.atleast_1d(np.asarray(a))
+    if a.dtype == object:   # the fields of a MATLAB struct come back as objects
+        try: a = np.array(a.tolist(), dtype=float)
+        except (TypeError, ValueError): pass
+    if a.dtype.kind in 'iu' or a.dtype.kind == 'f' and np.isfinite(a).all() and (a == a.round()).all():
+        return a.astype(np.int64).ravel()
+    raise DataError(f"{fn}: {key} holds {a.dtype} values, not integers")
+
+# %% ../nbs/06a_datasets.ipynb #0f394fd2
 def _stanford_cars(root, split, channels):
-    ds = tvd.StanfordCars(root, split=split, download=False)
-    return Labelled(ds, [y for _, y in ds._samples], ds.classes, channels)
+    d = Path(root)/'stanford_cars'
+    fn = d/'devkit'/'cars_train_annos.mat' if split == 'train' else d/'cars_test_annos_withlabels.mat'
+    (annos,), (names,) = _mat(fn, 'annotations'), _mat(d/'devkit'/'cars_meta.mat', 'class_names')
+    annos = np.atleast_1d(annos)
+    if not {'fname', 'class'} <= set(annos.dtype.names or ()):
+        raise DataError(f"{fn}: 'annotations' has no fname and class fields")
+    files = [d/f'cars_{split}'/str(f) for f in annos['fname']]
+    return Labelled(Files(files), _ints(fn, 'class', annos['class']) - 1, [str(c) for c in np.atleast_1d(names)],
+                    channels)
+
+# %% ../nbs/06a_datasets.ipynb #f1394694
+def _food101(root, split, channels):
+    d = Path(root)/'food-101'
+    meta = _json(d/'meta'/f'{split}.json', dict, 'a JSON object of class -> list of image ids, as Food-101 has')
+    if bad := [c for c, v in meta.items() if not isinstance(v, list) or not all(isinstance(f, str) for f in v)]:
+        raise DataError(f"{d/'meta'/f'{split}.json'}: class {bad[0]!r} has no list of image ids")
+    classes = sorted(meta)   # as torchvision's `Food101`
+    files = [(d/'images'/f'{f}.jpg', y) for y, c in enumerate(classes) for f in meta[c]]
+    return Labelled(Files([f for f, _ in files]), [y for _, y in files], classes, channels)
+
+def _flowers102(root, split, channels):
+    d = Path(root)/'flowers-102'
+    (labels,) = _mat(d/'imagelabels.mat', 'labels')
+    labels = _ints(d/'imagelabels.mat', 'labels', labels) - 1
+    sets = _mat(d/'setid.mat', *(['trnid', 'valid'] if split == 'train' else ['tstid']))
+    ids = np.concatenate([_ints(d/'setid.mat', 'ids', s) for s in sets])
+    if len(ids) and not 1 <= ids.min() <= ids.max() <= len(labels):
+        raise DataError(f"{d/'setid.mat'} names images {ids.min()}..{ids.max()}, but {d/'imagelabels.mat'} labels "
+                        f"images 1..{len(labels)}")
+    return Labelled(Files([d/'jpg'/f'image_{i:05d}.jpg' for i in ids]), labels[ids - 1], tvd.Flowers102.classes,
+                    channels)
 
 # %% ../nbs/06a_datasets.ipynb #a1ae1f95
 def _sun397_partition(d:Path, split:str)->list:
@@ -105,7 +231,8 @@ def _sun397(root, split, channels):
         raise FileNotFoundError(f"{len(missing)} images listed in partition 1 are missing, "
                                 f"e.g. {ds._data_dir}{missing[0]}")
     idx = [pos[f] for f in part]
-    return Labelled(Subset(ds, idx), np.asarray(ds._labels, dtype=np.int64)[idx], ds.classes, channels)
+    return Labelled(Files([ds._image_files[i] for i in idx]), np.asarray(ds._labels, dtype=np.int64)[idx],
+                    ds.classes, channels)
 
 # %% ../nbs/06a_datasets.ipynb #4ac7c2ad
 def _places365(root, split, channels):
@@ -113,7 +240,7 @@ def _places365(root, split, channels):
     small = not (Path(root)/sub.format('large')).is_dir() and (Path(root)/sub.format('256')).is_dir()
     ds = _Places365(root, split='train-standard' if split == 'train' else 'val', small=small, download=False)
     if not Path(ds.images_dir).is_dir(): raise FileNotFoundError(f"no image folder {ds.images_dir}")
-    return Labelled(ds, ds.targets, sorted(ds.class_to_idx, key=ds.class_to_idx.get), channels)
+    return Labelled(Files(_image_files(ds)), ds.targets, sorted(ds.class_to_idx, key=ds.class_to_idx.get), channels)
 
 def _id_file(fn:Path)->dict:
     "A CUB file of `<id> <value>` lines as a dict"
@@ -161,9 +288,9 @@ dataset_registry = dict(
         'ROOT/{data_large_standard,val_large}/ or ROOT/{data_256_standard,val_256}/',
         _dl('Places365', ', small=True'), _places365),
     cifar10=DatasetInfo('CIFAR-10', 10, 50_000, 10_000, 'train vs test', 'cifar-10-batches-py',
-        'ROOT/cifar-10-batches-py/{data_batch_1..5,test_batch,batches.meta}', _dl('CIFAR10'), _cifar(_CIFAR10)),
+        'ROOT/cifar-10-batches-py/{data_batch_1..5,test_batch,batches.meta}', _dl('CIFAR10'), _cifar('cifar10')),
     cifar100=DatasetInfo('CIFAR-100', 100, 50_000, 10_000, 'train vs test (fine labels)', 'cifar-100-python',
-        'ROOT/cifar-100-python/{train,test,meta}', _dl('CIFAR100'), _cifar(_CIFAR100)),
+        'ROOT/cifar-100-python/{train,test,meta}', _dl('CIFAR100'), _cifar('cifar100')),
     stanford_cars=DatasetInfo('Stanford Cars', 196, 8_144, 8_041, 'train vs test', 'stanford_cars',
         'ROOT/stanford_cars/{cars_train/,cars_test/,cars_test_annos_withlabels.mat,'
         'devkit/{cars_meta.mat,cars_train_annos.mat}}',
@@ -174,7 +301,7 @@ dataset_registry = dict(
 dataset_registry.update(
     food101=DatasetInfo('Food-101', 101, 75_750, 25_250, 'train vs test', 'food-101',
         'ROOT/food-101/{meta/{train,test}.json,images/<class>/<id>.jpg}', _dl('Food101'),
-        _tv(tvd.Food101, ('train',), ('test',))),
+        _food101),
     sun397=DatasetInfo('SUN397', 397, 19_850, 19_850, 'partition 1: Training_01 vs Testing_01', 'SUN397',
         'ROOT/SUN397/{ClassName.txt,<letter>/<class>/sun_*.jpg,Training_01.txt,Testing_01.txt} '
         '(or the last two in ROOT/SUN397/Partitions/)',
@@ -196,17 +323,17 @@ dataset_registry.update(
         'download CUB_200_2011.tgz from the Caltech data site (data.caltech.edu) and extract it in ROOT', _cub200),
     flowers102=DatasetInfo('Flowers-102', 102, 2_040, 6_149, 'train + val vs test (setid.mat)', 'flowers-102',
         'ROOT/flowers-102/{jpg/image_*.jpg,imagelabels.mat,setid.mat}', _dl('Flowers102'),
-        _tv(_Flowers102, ('train', 'val'), ('test',)), ('scipy',)))
+        _flowers102, ('scipy',)))
 
 # %% ../nbs/06a_datasets.ipynb #c86af335
-_data_errors = (OSError, RuntimeError, EOFError, ValueError, KeyError, IndexError, pickle.UnpicklingError)
+_data_errors = (OSError, RuntimeError, EOFError, ValueError, KeyError, IndexError)
 
 def load_split(name:str, # a `dataset_registry` name
                root:str|Path, # the folder holding it (`--data_path`)
                split:str='train', # 'train' or 'test': which official splits those are is the registry's `split`
                channels:int=None, # convert images to 1 (grey) or 3 (RGB) channels; None keeps them
               )->Labelled:
-    "One split of a registry dataset read from `root`; missing or incomplete files raise a one-line `FileNotFoundError`"
+    "One split of a registry dataset read from `root`: a missing file is `FileNotFoundError`, a bad one a `DataError`"
     info, root = dataset_registry[name], Path(root).expanduser()
     if split not in ('train', 'test'): raise ValueError(f"split={split!r}; use 'train' or 'test'")
     if channels not in (None, 1, 3): raise ValueError(f"channels={channels}; use 1 (grey), 3 (RGB) or None (as stored)")
@@ -217,6 +344,7 @@ def load_split(name:str, # a `dataset_registry` name
         ds = info.read(root, split, channels)
         if not len(ds): raise FileNotFoundError(f"its {split} split is empty")
         ds[0]
+    except DataError as e: raise DataError(f"{name}: {e}") from None   # a file there but bad: it is named
     except _data_errors as e:
         why = ' '.join(f"{type(e).__name__}: {e}".split())
         raise FileNotFoundError(f"{name}: no {info.title} at {root/info.folder}; "
@@ -261,18 +389,84 @@ def _parquet_files(d:Path, split:str)->list:
     return []
 
 # %% ../nbs/06a_datasets.ipynb #36def740
+class HFSplit(NamedTuple):
+    "One split of a Hugging Face dataset on disk: its name, the `datasets.Dataset`, the files its rows come from"
+    name:str # 'train', 'test', 'validation', ...
+    ds:object # the `datasets.Dataset`
+    files:list # `(file, rows)` pairs, in row order
+
+    def where(self, i:int)->str:
+        "Row `i` of the split as `<file> row <j>`"
+        j = i
+        for f, n in self.files:
+            if j < n: return f"{f} row {j}"
+            j -= n
+        return f"the {self.name} split, row {i}"
+
+# %% ../nbs/06a_datasets.ipynb #3119d6ff
+def _parquet_rows(files:list, ref:tuple=None)->tuple:
+    "`(file, rows)` of parquet `files`, each readable and with the schema of `ref` `(schema, file)` (else the first's)"
+    import pyarrow.parquet as pq
+    out = []
+    for f in files:
+        try:
+            with pq.ParquetFile(f) as pf: s, n = pf.schema_arrow.remove_metadata(), pf.metadata.num_rows
+        except Exception as e:
+            raise DataError(f"{f} is not a readable parquet file ({type(e).__name__}: {e})") from None
+        ref = ref or (s, f)
+        if not s.equals(ref[0]):
+            cols = lambda s: ', '.join(f'{c.name}: {c.type}' for c in s)
+            raise DataError(f"{f} has columns {cols(s)} but {ref[1]} has {cols(ref[0])}; "
+                            "every parquet file of a dataset must share one schema")
+        out.append((f, n))
+    return out, ref
+
+# %% ../nbs/06a_datasets.ipynb #e5bceb80
+def _arrow_rows(d:Path)->list:
+    "`(file, rows)` of the Arrow files of `save_to_disk` split folder `d`, as its `state.json` lists them"
+    import pyarrow as pa
+    state = _json(d/'state.json', dict, "save_to_disk's state, a JSON object listing '_data_files'")
+    files = state.get('_data_files')
+    if not isinstance(files, list) or not all(isinstance(x, dict) and type(x.get('filename')) is str for x in files):
+        raise DataError(f"{d/'state.json'}: '_data_files' is not a list of {{'filename': ...}}")
+    _json(d/'dataset_info.json', dict, "save_to_disk's dataset info, a JSON object")
+    out = []
+    for f in (d/x['filename'] for x in files):
+        try:
+            with pa.memory_map(str(f)) as m: out.append((f, pa.ipc.open_stream(m).read_all().num_rows))
+        except FileNotFoundError: raise
+        except Exception as e: raise DataError(f"{f} is not a readable Arrow file ({type(e).__name__}: {e})") from None
+    return out
+
+def _hf_read(read:Callable, where:Path):
+    "`read()`, a `datasets` reader of `where`: any failure is a `DataError` naming it"
+    try: return read()
+    except Exception as e: raise DataError(f"{where} cannot be read by datasets ({type(e).__name__}: {e})") from None
+
+# %% ../nbs/06a_datasets.ipynb #e9def7cf
 def hf_splits(path:Path)->tuple:
-    "The (train, test) Hugging Face datasets at `path` (`save_to_disk` or parquet); validation stands in for test"
-    hfd = _hf()
-    if (path/'dataset_dict.json').is_file(): splits = hfd.load_from_disk(str(path)); get = splits.__getitem__
+    "The (train, test) `HFSplit`s at `path` (`save_to_disk` or parquet), checked; validation stands in for test"
+    hfd, ref = _hf(), None
+    if (path/'dataset_dict.json').is_file():
+        names = _json(path/'dataset_dict.json', dict, "save_to_disk's split list, a JSON object").get('splits')
+        if not isinstance(names, list) or not all(isinstance(s, str) for s in names):
+            raise DataError(f"{path/'dataset_dict.json'}: 'splits' is not a list of split names")
+        found = {s: path/s for s in names}
+        rows = lambda s: _arrow_rows(found[s])
+        read = lambda s: _hf_read(lambda: hfd.Dataset.load_from_disk(str(found[s])), found[s])
     else:
-        splits = {s: fs for s in ('train', *_hf_tests) if (fs := _parquet_files(path, s))}
-        get = lambda s: hfd.Dataset.from_parquet(list(map(str, splits[s])))
-    test = next((s for s in _hf_tests if s in splits), None)
-    if 'train' not in splits or test is None:
+        found = {s: fs for s in ('train', *_hf_tests) if (fs := _parquet_files(path, s))}
+        def rows(s): nonlocal ref; out, ref = _parquet_rows(found[s], ref); return out
+        read = lambda s: _hf_read(lambda: hfd.Dataset.from_parquet(list(map(str, found[s]))), found[s][0].parent)
+    test = next((s for s in _hf_tests if s in found), None)
+    if 'train' not in found or test is None:
         raise FileNotFoundError(f"hf: no train and test (or validation) splits at {path} "
-                                f"(found: {', '.join(splits) or 'none'}); expected {hf_layout}")
-    return get('train'), get(test)
+                                f"(found: {', '.join(found) or 'none'}); expected {hf_layout}")
+    return tuple(_hf_split(s, rows(s), read, path) for s in ('train', test))
+
+def _hf_split(name, files, read, path)->HFSplit:
+    if not sum(n for _, n in files): raise DataError(f"hf: the {name} split at {path} is empty; give it rows")
+    return HFSplit(name, read(name), files)
 
 # %% ../nbs/06a_datasets.ipynb #0545bd07
 def hf_columns(ds, spec:HFSpec)->tuple:
@@ -284,17 +478,52 @@ def hf_columns(ds, spec:HFSpec)->tuple:
         if c in f: return c
         raise ValueError(f"{spec.path}: no {what} column {'named ' + repr(given) if given else 'found'} among "
                          f"{', '.join(f)}; name the columns as hf:PATH:image_col:label_col")
-    return (find(spec.image_col, 'image', hfd.Image, ('image', 'img')),
-            find(spec.label_col, 'label', hfd.ClassLabel, ('label', 'labels', 'fine_label')))
+    img = find(spec.image_col, 'image', hfd.Image, ('image', 'img'))
+    lbl = find(spec.label_col, 'label', hfd.ClassLabel, ('label', 'labels', 'fine_label'))
+    t = f[img]
+    if not (isinstance(t, hfd.Image) or isinstance(t, hfd.Value) and t.dtype in ('binary', 'large_binary')
+            or isinstance(t, dict) and 'bytes' in t):
+        raise ValueError(f"{spec.path}: the column {img!r} holds {t}, not images; "
+                         "name the image column as hf:PATH:image_col:label_col")
+    return img, lbl
 
 class HFImages(Dataset):
-    "Items `(PIL image,)` from column `col` of a Hugging Face dataset (cast to the `Image` feature if it holds bytes)"
-    def __init__(self, ds, col:str):
-        hfd = _hf()
-        if not isinstance(ds.features[col], hfd.Image): ds = ds.cast_column(col, hfd.Image())
-        self.ds, self.col = ds.select_columns([col]), col
+    "Items `(PIL image,)` from column `col` of an `HFSplit`, decoded by `load_image` and named by file and row"
+    def __init__(self, split:HFSplit, col:str):
+        self.split, self.col, self.ds = split, col, split.ds.select_columns([col]).with_format('arrow')
     def __len__(self): return len(self.ds)
-    def __getitem__(self, i): return (self.ds[int(i)][self.col],)
+    def __getitem__(self, i):
+        v, where = self.ds[int(i)][self.col][0].as_py(), self.split.where(int(i))
+        b, p = (v.get('bytes'), v.get('path')) if isinstance(v, dict) else (v, None)
+        if b is not None: return (load_image(io.BytesIO(b), name=where),)
+        if p and '://' not in p: return (load_image(p, name=f'{p} ({where})'),)   # a local file, never a download
+        raise DataError(f"hf: no image at {where} ({self.col!r} is {v!r:.60}); remove the row or give it an image")
+
+# %% ../nbs/06a_datasets.ipynb #e3bc419d
+def _hf_labels(split:HFSplit, col:str)->list:
+    "The labels in `col` of `split`, ints or strings, read without decoding images; unlabelled rows are refused"
+    out = []
+    for i, v in enumerate(split.ds.data.column(col).to_pylist()):
+        if isinstance(v, float) and math.isfinite(v) and v == int(v): v = int(v)
+        if v is None or isinstance(v, float) and math.isnan(v) or type(v) is int and v < 0:
+            raise DataError(f"hf: the {split.name} split is unlabelled: {col!r} is {v} at {split.where(i)} (the Hub "
+                            "marks the rows of an unlabelled split with -1); give a split whose every row has a label")
+        if type(v) not in (int, str):
+            raise DataError(f"hf: {col!r} holds {type(v).__name__} {v!r:.40} at {split.where(i)}; "
+                            "a label must be one integer or string per image")
+        out.append(v)
+    return out
+
+# %% ../nbs/06a_datasets.ipynb #90bed560
+def _hf_missing_image(split:HFSplit, col:str)->int:
+    "The first row of `split` with no image in `col` (null, or neither bytes nor path), else -1; nothing is decoded"
+    import pyarrow as pa, pyarrow.compute as pc
+    a = split.ds.data.column(col)
+    miss = a.is_null()
+    if pa.types.is_struct(a.type):
+        parts = [pc.struct_field(a, n).is_null() for n in ('bytes', 'path') if a.type.get_field_index(n) >= 0]
+        miss = pc.or_(miss, pc.and_(*parts) if len(parts) == 2 else parts[0])
+    return pc.index(miss, True).as_py()
 
 # %% ../nbs/06a_datasets.ipynb #01bc4489
 def load_hf(spec:HFSpec, channels:int=None)->tuple:
@@ -303,17 +532,32 @@ def load_hf(spec:HFSpec, channels:int=None)->tuple:
     if not spec.path.exists():
         raise FileNotFoundError(f"hf: no Hugging Face dataset at {spec.path}; expected {hf_layout}")
     tr, te = hf_splits(spec.path)
-    img, lbl = hf_columns(tr, spec)
-    ys = [list(d.select_columns([lbl])[lbl]) for d in (tr, te)]   # no image is decoded
-    if isinstance(feat := tr.features[lbl], hfd.ClassLabel):
-        if te.features.get(lbl) != feat:
-            raise ValueError(f"{spec.path}: the test split's {lbl!r} is {te.features.get(lbl)}, not the train's {feat}")
+    img, lbl = hf_columns(tr.ds, spec)
+    hf_columns(te.ds, HFSpec(spec.path, img, lbl))   # the test split has them too
+    ys, seen = [_hf_labels(s, lbl) for s in (tr, te)], set()
+    seen.update(ys[0])
+    if (j := next((j for j, v in enumerate(ys[1]) if v not in seen), None)) is not None:
+        raise DataError(f"hf: the label {ys[1][j]!r} at {te.where(j)} never occurs in the train split; "
+                        "every test label must be one the probe can learn")
+    if isinstance(feat := tr.ds.features[lbl], hfd.ClassLabel):
+        if te.ds.features.get(lbl) != feat:
+            raise ValueError(f"{spec.path}: the test split's {lbl!r} is {te.ds.features.get(lbl)}, "
+                             f"not the train's {feat}")
         classes = list(feat.names)
-    else:
-        uniq = sorted(set(ys[0]) | set(ys[1]))
-        idx = {v: i for i, v in enumerate(uniq)}
-        ys, classes = [[idx[v] for v in y] for y in ys], [str(v) for v in uniq]
-    return tuple(Labelled(HFImages(d, img), y, classes, channels) for d, y in zip((tr, te), ys))
+    else:   # the sorted labels of the train split, the same classes for both splits
+        idx = {v: i for i, v in enumerate(sorted(seen))}
+        ys, classes = [[idx[v] for v in y] for y in ys], [str(v) for v in idx]
+    return tuple(_hf_labelled(s, img, y, classes, channels) for s, y in zip((tr, te), ys))
+
+# %% ../nbs/06a_datasets.ipynb #89f3b64a
+def _hf_labelled(split:HFSplit, img:str, ys:list, classes:list, channels)->Labelled:
+    "`split` as a `Labelled` of labels `ys`: every row must have an image, and the first must decode"
+    if (j := _hf_missing_image(split, img)) >= 0:
+        raise DataError(f"hf: no image at {split.where(j)} ({img!r} is empty there); "
+                        "remove the row or give it an image")
+    ds = Labelled(HFImages(split, img), ys, classes, channels)
+    ds[0]   # a corrupt first image fails here, not in the first batch
+    return ds
 
 # %% ../nbs/06a_datasets.ipynb #02b7d7b9
 class NamedData(NamedTuple):
@@ -404,4 +648,4 @@ def load_data(data:str='fashion_mnist_sample', # `data_names`, `dataset_registry
 # %% ../nbs/06a_datasets.ipynb #bde81127
 # nbdev wraps `__all__` at 120 columns and then prefixes `__all__ = `; these names, exported with `exporti`
 # above, join it last so that its first line stays within 120 columns
-_all_ = ['data_names', 'load_data']
+_all_ = ['read_pickle', 'Arrays', 'data_names', 'load_data']

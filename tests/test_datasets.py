@@ -74,7 +74,7 @@ def test_places365_large_images(tmp_path):
     root = make_tiny('places365', tmp_path)
     (root/'data_256_standard').rename(root/'data_large_standard'); (root/'val_256').rename(root/'val_large')
     with pytest.warns(UserWarning): d = load_named('places365', root)
-    assert d.train.ds.images_dir.endswith('data_large_standard') and d.test.ds.images_dir.endswith('val_large')
+    assert all('/data_large_standard/' in str(f) for f in d.train.ds.files) and all('/val_large/' in str(f) for f in d.test.ds.files)
 
 @pytest.mark.parametrize('name', tiny_names)
 def test_missing_data_one_line(name, tmp_path):
@@ -88,11 +88,11 @@ def test_incomplete_data(tmp_path):
     "A missing batch, a truncated pickle, a missing image, a missing partition: each one line"
     root = make_tiny('cifar10', tmp_path/'a')
     (root/'cifar-10-batches-py'/'data_batch_3').unlink()
-    with pytest.raises(FileNotFoundError, match=r'^cifar10: no CIFAR-10 at .*batches-py; expected .*not found'):
+    with pytest.raises(FileNotFoundError, match=r'^cifar10: no CIFAR-10 at .*batches-py; expected .*No such file.*_3'):
         load_named('cifar10', root)
     root = make_tiny('cifar100', tmp_path/'b')
     f = root/'cifar-100-python'/'test'; f.write_bytes(f.read_bytes()[:100])
-    with pytest.raises(FileNotFoundError, match=r'^cifar100: no CIFAR-100 at .*\[(UnpicklingError|EOFError)'):
+    with pytest.raises(ValueError, match=r'^cifar100: .*cifar-100-python/test is not a readable pickle'):   # named
         load_named('cifar100', root)
     root = make_tiny('food101', tmp_path/'c')
     (root/'food-101'/'images'/'apple_pie'/'0.jpg').unlink()
@@ -160,14 +160,14 @@ def test_hf_plain_parquet(tmp_path):
     import io, pyarrow as pa, pyarrow.parquet as pq
     def png(c):
         b = io.BytesIO(); Image.new('RGB', (6, 6), c).save(b, format='PNG'); return b.getvalue()
-    for split, labels in (('train', ['zebra', 'ant', 'zebra']), ('test', ['ant', 'moth'])):
+    for split, labels in (('train', ['zebra', 'ant', 'zebra']), ('test', ['zebra', 'ant'])):
         t = pa.table({'pic': [{'bytes': png((9, 9, 9)), 'path': None} for _ in labels], 'kind': labels})
         pq.write_table(t, tmp_path/f'{split}-00000-of-00001.parquet')
     with pytest.raises(ValueError, match=r'no image column found among pic, kind; name the columns as hf:PATH:'):
         load_named(f'hf:{tmp_path}')
     d = load_named(f'hf:{tmp_path}:pic:kind')
-    assert d.classes == ['ant', 'moth', 'zebra']
-    assert d.train.targets.tolist() == [2, 0, 2] and d.test.targets.tolist() == [0, 1]
+    assert d.classes == ['ant', 'zebra']   # sorted, the same in both splits (a test label unseen in train is refused)
+    assert d.train.targets.tolist() == [1, 0, 1] and d.test.targets.tolist() == [1, 0]
     assert d.train[0][0].size == (6, 6)
 
 def test_hf_missing(tmp_path):
