@@ -180,6 +180,46 @@ def compare(name:str, poolings, dim:int, num_tokens:int, num_classes:int=10, bat
     return row
 
 
+def timm_rows(paper_poolings, dim:int, num_tokens:int, batch:int=4)->list:
+    "Our `siglip` and `simpool` and the paper's against timm's `AttentionPoolLatent` and `SimPool1d`, weights shared"
+    from functools import partial
+    from timm.layers import AttentionPoolLatent, SimPool1d
+    def pool(name, **kw): torch.manual_seed(0); return create_probe(name, dim, 10, **kw).pool.double()
+    def paper(name):
+        torch.manual_seed(0)
+        with cpu_tensors(): return paper_poolings[name][0](dim, *paper_args(num_tokens)).double()
+    def timm_map(): return AttentionPoolLatent(dim, num_heads=8, qkv_bias=True, norm_layer=None).double()
+    cases = [('siglip (pool-first)', pool('siglip'), 'timm AttentionPoolLatent', timm_map(), []),
+             ('siglip, timm order', pool('siglip', pool_first=False), 'timm AttentionPoolLatent', timm_map(), []),
+             ('paper siglip', paper('siglip'), 'timm AttentionPoolLatent', timm_map(), []),
+             ('simpool', pool('simpool'), 'timm SimPool1d (its default LayerNorm, eps 1e-5)', SimPool1d(dim).double(),
+              []),
+             ('simpool', pool('simpool'), 'timm SimPool1d(norm_layer=LayerNorm eps 1e-6)',
+              SimPool1d(dim, norm_layer=partial(nn.LayerNorm, eps=1e-6)).double(), []),
+             ('paper simpool', paper('simpool'), 'timm SimPool1d (its default LayerNorm, eps 1e-5)',
+              SimPool1d(dim).double(), RENAME['simpool'])]
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(batch, num_tokens, dim, generator=g, dtype=torch.float64)
+    w = torch.randn(batch, dim, generator=g, dtype=torch.float64)
+    rows = []
+    for a_name, a, b_name, b, ren in cases:
+        perturb(a)
+        names = []
+        for n, _ in a.named_parameters():
+            m = n
+            for p, r in ren: m = re.sub(p, r, m)
+            names.append((n, m))
+        copy(a, b, names)
+        res = []
+        for m in (a, b):
+            xx = x.clone().requires_grad_(True); y = m(xx); (y * w).sum().backward()
+            res.append((y.detach(), xx.grad, {n: t.grad for n, t in m.named_parameters()}))
+        gp = max(delta(res[0][2][n], res[1][2][m])[1] for n, m in names)
+        rows.append(dict(ours=a_name, reference=b_name, out_rel=f'{delta(res[0][0], res[1][0])[1]:.3g}',
+                         grad_x_rel=f'{delta(res[0][1], res[1][1])[1]:.3g}', grad_params_rel=f'{gp:.3g}'))
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('paper', type=Path, help='a checkout of github:billpsomas/efficient-probing')
@@ -187,15 +227,21 @@ def main(argv=None):
     ap.add_argument('--dim', type=int, default=768)
     ap.add_argument('--num_tokens', type=int, default=196)
     ap.add_argument('--only', help='comma-separated pooling names (default: all 14)')
+    ap.add_argument('--timm_out', type=Path, help="CSV of the comparison with timm's own pools (siglip, simpool)")
     a = ap.parse_args(argv)
     if not (a.paper/'probe_heads.py').is_file():
         ap.error(f"{a.paper} has no probe_heads.py; pass a checkout of github:billpsomas/efficient-probing")
     poolings = paper_poolings(a.paper.resolve())
-    rows = [compare(n, poolings, a.dim, a.num_tokens) for n in (a.only.split(',') if a.only else poolings)]
+    if a.timm_out: write(timm_rows(poolings, a.dim, a.num_tokens), a.timm_out)
+    write([compare(n, poolings, a.dim, a.num_tokens) for n in (a.only.split(',') if a.only else poolings)], a.out)
+
+
+def write(rows:list, path:Path=None):
+    "Print `rows` as CSV, and write them to `path`"
     w = csv.DictWriter(sys.stdout, list(rows[0])); w.writeheader(); w.writerows(rows)
-    if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        with open(a.out, 'w', newline='') as f: w = csv.DictWriter(f, list(rows[0])); w.writeheader(); w.writerows(rows)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, 'w', newline='') as f: w = csv.DictWriter(f, list(rows[0])); w.writeheader(); w.writerows(rows)
 
 
 if __name__ == '__main__': main()
