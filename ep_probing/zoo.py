@@ -152,7 +152,7 @@ class SimPool(SimPool1d):
                  num_heads:int=1, # heads
                 ):
         check_divisible(dim, num_heads, what='num_heads')
-        super().__init__(dim, num_heads=num_heads)
+        super().__init__(dim, num_heads=num_heads, norm_layer=partial(nn.LayerNorm, eps=1e-6))  # the paper's eps
         self.dim = self.out_dim = dim
     def forward(self, x): return super().forward(check_tokens(x, self.dim))  # (B, C)
 
@@ -180,7 +180,7 @@ class EfficientSimPool(CrossAttentionPool):
                  num_heads:int=12, # heads `H`
                 ):
         super().__init__(dim, num_heads)
-        self.norm = nn.LayerNorm(dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)  # the paper's eps
     def _qkv(self, x):
         q, k = self.norm(x.mean(1, keepdim=True)), self.norm(x)  # (B, 1, C), (B, N, C)
         return _heads(q, self.num_heads), _heads(k, self.num_heads), _heads(x, self.num_heads)
@@ -202,7 +202,7 @@ class CLIPAttentionPool(nn.Module):
         super().__init__()
         check_divisible(dim, num_heads, what='num_heads')
         self.dim, self.out_dim, self.num_tokens, self.num_heads = dim, dim, num_tokens, num_heads
-        self.norm = nn.LayerNorm(dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)  # the paper's eps (its copy of `AttentionPool2d` has the norm)
         self.attn_pool = AttentionPool2d(dim, feat_size=infer_grid(num_tokens), num_heads=num_heads, qkv_bias=True)
 
 # %% ../nbs/04a_zoo.ipynb #6f6c512a
@@ -386,7 +386,7 @@ class ClassAttentionPool(nn.Module):
         norm_layer = partial(nn.LayerNorm, eps=1e-6)
         self.block = LayerScaleBlockClassAttn(dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=True,
                                               init_values=init_values, norm_layer=norm_layer)
-        self.norm = norm_layer(dim)
+        self.norm = nn.LayerNorm(dim)  # eps 1e-5, unlike the block's 1e-6: as in the paper's code
 
 # %% ../nbs/04a_zoo.ipynb #ce53d7dc
 @patch
@@ -433,7 +433,7 @@ class ViTBlockPool(nn.Module):
         super().__init__()
         check_divisible(dim, num_heads, what='num_heads')
         self.dim = self.out_dim = dim
-        self.block = Block(dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=False)
+        self.block = Block(dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=False, norm_layer=nn.LayerNorm)  # eps 1e-5
     def forward(self, x): return self.block(check_tokens(x, self.dim)).mean(1)  # (B, C)
 
 # %% ../nbs/04a_zoo.ipynb #5de8a727
@@ -550,10 +550,10 @@ class CAEPool(CrossAttentionPool):
                 ):
         super().__init__(dim, num_heads, pool_first=pool_first)
         self.query = nn.Parameter(torch.zeros(1, 1, dim))                                  # (1, 1, C)
-        self.norm_q, self.norm_k, self.norm_v = [nn.LayerNorm(dim, eps=1e-6) for _ in range(3)]
+        self.norm_q, self.norm_k, self.norm_v = [nn.LayerNorm(dim) for _ in range(3)]      # eps 1e-5, the paper's
         self.q, self.k, self.v = [nn.Linear(dim, dim, bias=False) for _ in range(3)]
         self.proj = nn.Linear(dim, dim)
-        self.unused_norm = nn.LayerNorm(dim, eps=1e-6)  # in the reference, never called: counts 2C parameters
+        self.unused_norm = nn.LayerNorm(dim)  # in the reference, never called: counts 2C parameters
     def _qkv(self, x):
         q = self._qkv_query()[None].expand(x.shape[0], -1, -1, -1)                        # (B, H, 1, d)
         return q, _heads(self.k(self.norm_k(x)), self.num_heads), _heads(self.v(self.norm_v(x)), self.num_heads)
