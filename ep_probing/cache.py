@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import numpy as np, torch
 from dataclasses import dataclass
-from torch.utils.data import Dataset, DataLoader, Subset
+from torch.utils.data import ConcatDataset, Dataset, DataLoader, Subset
 from fastai.data.core import DataLoaders
 from fastai.data.load import DataLoader as FastaiLoader
 from fastcore.basics import patch
@@ -23,8 +23,9 @@ from torchvision.transforms import CenterCrop, Normalize, Resize, ToTensor
 from timm.data import MaybeToTensor
 from .encoders import ConvertImage, FrozenEncoder
 from .core import interactive, write_json
+from .datasets import HFImages, Labelled
 
-# %% ../nbs/07_cache.ipynb #4df2f5c7
+# %% ../nbs/07_cache.ipynb #95e8b257
 def _item_bytes(o)->bytes:
     "Bytes that identify an image or label: tensors, arrays, PIL images, numbers"
     if isinstance(o, (tuple, list)): return b'|'.join(_item_bytes(t) for t in o)
@@ -33,17 +34,105 @@ def _item_bytes(o)->bytes:
     if hasattr(o, 'tobytes') and hasattr(o, 'mode'): return f"{o.mode}{o.size}".encode() + o.tobytes()  # PIL image
     return repr(o).encode()
 
+def _digest(*parts)->bytes:
+    "sha256 of `parts`, each bytes, a str, or a numpy array (its dtype, shape and bytes)"
+    h = hashlib.sha256()
+    for p in parts:
+        if isinstance(p, np.ndarray): h.update(f"{p.dtype}{p.shape}".encode()); p = np.ascontiguousarray(p)
+        h.update(p.encode() if isinstance(p, str) else p)
+    return h.digest()
+
+# %% ../nbs/07_cache.ipynb #f77f66d8
+_labels_at = ('targets', 'labels', '_labels')                     # one label per item
+_arrays_at = ('images', 'data')                                   # one image per row: FashionMNIST, MNIST, CIFAR, STL-10
+_paths_at = ('files', '_image_files', '_images', 'samples', 'imgs', '_samples')   # a path (or `(path, label)`) per item
+
+def _column(ds, k:str, idx, lists:bool=True)->np.ndarray: # rows `idx` of `ds.k`, or None
+    "`ds.k` as numpy numbers, one row per item, rows `idx` (None: all); None when `ds.k` is not that"
+    a = getattr(ds, k, None)
+    if isinstance(a, torch.Tensor): a = a.detach().cpu().numpy()
+    elif lists and isinstance(a, (list, tuple)) and a and isinstance(a[0], (int, np.integer)): a = np.asarray(a)
+    if not isinstance(a, np.ndarray) or a.dtype.kind not in 'biuf' or not a.ndim or len(a) != len(ds): return None
+    return a if idx is None else a[idx]
+
+def _paths(ds)->list: # one path, or `(path, label)`, per item; None when `ds` keeps no such list
+    "The image files of `ds`, one per item, from the attributes `_paths_at`"
+    for k in _paths_at:
+        ps = getattr(ds, k, None)
+        if isinstance(ps, (list, tuple)) and ps and len(ps) == len(ds):
+            if isinstance(ps[0][0] if isinstance(ps[0], tuple) else ps[0], (str, os.PathLike)): return ps
+
+# %% ../nbs/07_cache.ipynb #fba17f95
+def _stat_key(paths)->bytes:
+    "sha256 of each file's path, size and modification time, in order: one `os.stat` a file, nothing read"
+    lines = []
+    for e in paths:
+        p, rest = (e[0], e[1:]) if isinstance(e, tuple) else (e, ())
+        try: s = os.stat(p)
+        except FileNotFoundError: raise FileNotFoundError(f"image file {p} is missing, yet the dataset lists it; "
+                                                          "read the dataset again (or restore the file)") from None
+        lines.append(f"{os.fspath(p)}\0{s.st_size}\0{s.st_mtime_ns}" + (f"\0{rest}\n" if rest else "\n"))
+    return _digest(''.join(lines))
+
+# %% ../nbs/07_cache.ipynb #35a85d39
+_slow_warned = set()                # the dataset types already warned about, once per process
+
+def _read_every_item(ds, idx)->bytes:
+    "The slow key: items `idx` (None: all) of `ds` read and hashed; once per type, a warning saying how to avoid it"
+    t = type(ds).__name__
+    if t not in _slow_warned:
+        _slow_warned.add(t)
+        warnings.warn(f"the feature cache key reads every image of the {t} dataset, as it cannot see which files or "
+                      f"arrays they come from; give {t} a `files` list (one image path per item) or a "
+                      "`cache_identity()` method (see `ep_probing.cache`) to key it without reading the images")
+    return _digest(*(_item_bytes(ds[int(i)]) for i in (range(len(ds)) if idx is None else idx)))
+
+# %% ../nbs/07_cache.ipynb #07e82eff
+def _concat_key(ds:ConcatDataset, idx)->tuple: # (sha256 digest, how the items were keyed)
+    "Items `idx` (None: all) of a `ConcatDataset`: the part and row of each, and each part's key of its rows"
+    ends = np.asarray(ds.cumulative_sizes, np.int64); starts = np.concatenate([[0], ends[:-1]])
+    i = np.arange(ends[-1] if len(ends) else 0) if idx is None else np.asarray(idx, np.int64)
+    part = np.searchsorted(ends, i, side='right'); row = i - starts[part]
+    keys = [_items_key(d, None if idx is None else np.unique(row[part == j]))
+            for j, d in enumerate(ds.datasets) if idx is None or (part == j).any()]
+    return _digest(part, row, *(k for k, _ in keys)), ', '.join(sorted({h for _, h in keys}))
+
+# %% ../nbs/07_cache.ipynb #a961edae
+def _rows(idx)->np.ndarray: return np.arange(0) if idx is None else np.asarray(idx, np.int64)
+
+def _items_key(ds, idx=None)->tuple: # (sha256 digest, how the items were keyed)
+    "A digest that changes when any of items `idx` (None: all) of `ds` changes, read without decoding where it can"
+    if callable(f := getattr(ds, 'cache_identity', None)):
+        v = f(); return _digest(v if isinstance(v, bytes) else str(v), _rows(idx)), 'cache_identity'
+    if isinstance(ds, Subset):
+        i = np.asarray(ds.indices, np.int64) % max(len(ds.dataset), 1)
+        return _items_key(ds.dataset, i if idx is None else i[idx])
+    if isinstance(ds, ConcatDataset): return _concat_key(ds, idx)
+    ys = [y for k in _labels_at if (y := _column(ds, k, idx)) is not None]
+    if (a := next((a for k in _arrays_at if (a := _column(ds, k, idx, lists=False)) is not None), None)) is not None:
+        return _digest(*ys, a), 'arrays'
+    if (ps := _paths(ds)) is not None:
+        return _digest(*ys, _stat_key(ps if idx is None else [ps[i] for i in idx])), 'file sizes and times'
+    if isinstance(ds, (Labelled, HFImages)):                         # item i: item i of `ds.ds`, converted
+        k, how = _items_key(ds.ds, idx)
+        return _digest(*ys, repr((getattr(ds, 'channels', None), getattr(ds, 'col', None))), k), how
+    if isinstance(cf := getattr(ds, 'cache_files', None), list) and cf and isinstance(getattr(ds, '_fingerprint', None), str):
+        return _digest(ds._fingerprint, _stat_key([c['filename'] for c in cf]), _rows(idx)), 'arrow files'   # Hugging Face
+    if isinstance(ds, (list, tuple)):                                # items already in memory: hashing them is cheap
+        return _digest(*ys, *(_item_bytes(ds[int(i)]) for i in (range(len(ds)) if idx is None else idx))), 'items in memory'
+    return _digest(*ys, _read_every_item(ds, idx)), 'every item read'
+
+# %% ../nbs/07_cache.ipynb #4df2f5c7
 def dataset_fingerprint(dataset, # indexable, `dataset[i] -> (image, label)`
                         name:str=None, # an optional name, e.g. 'fashion_mnist/test'
-                        n_samples:int=8, # items hashed, evenly spaced
+                        n_samples:int=8, # items also decoded and hashed, evenly spaced
                        )->dict:
-    "Identity of a dataset: name, type, length and a hash of sampled items (and of `targets` when present)"
+    "Identity of a dataset: name, type, length, a key of every item and labels (`_items_key`), and sampled items"
     n = len(dataset)
     idx = sorted({int(i) for i in np.linspace(0, n - 1, min(n_samples, n))}) if n else []
-    h = hashlib.sha256(b''.join(_item_bytes(dataset[i]) for i in idx))
-    t = getattr(dataset, 'targets', None)
-    if t is not None: h.update(_item_bytes(np.asarray(t)))
-    return dict(name=name, type=type(dataset).__name__, len=n, content=h.hexdigest()[:16])
+    items, how = _items_key(dataset)
+    h = hashlib.sha256(items + b''.join(_item_bytes(dataset[i]) for i in idx))
+    return dict(name=name, type=type(dataset).__name__, len=n, items=how, content=h.hexdigest()[:16])
 
 # %% ../nbs/07_cache.ipynb #11daef37
 def encoder_identity(encoder:FrozenEncoder)->dict:
@@ -64,7 +153,7 @@ def cache_key(encoder:FrozenEncoder, # the frozen encoder
             warnings.warn(f"the transform {t!r} has no stable repr (it shows a memory address), "
                           "so its cache key changes every session and the cache is never reused; "
                           "give it a `__repr__` or use timm/torchvision transforms")
-    info = dict(version=3, encoder=encoder_identity(encoder), transform=repr(transform),
+    info = dict(version=4, encoder=encoder_identity(encoder), transform=repr(transform),
                 dataset_transform=repr(getattr(dataset, 'transform', None)), dataset=dataset_fingerprint(dataset, name),
                 shard_size=shard_size, dtype='float16')
     return hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:20], info

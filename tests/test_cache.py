@@ -17,6 +17,7 @@ class SlowImages:
     "Seeded `(3, 32, 32)` images with labels `i % 5`; `delay` seconds per item, `reads` counts item reads"
     def __init__(self, n=48, delay=0.0): self.n, self.delay, self.reads = n, delay, 0
     def __len__(self): return self.n
+    def cache_identity(self): return f"SlowImages(n={self.n})"       # item i depends on i alone: the key reads no item
     def __getitem__(self, i):
         if not 0 <= i < self.n: raise IndexError(i)
         self.reads += 1; time.sleep(self.delay)
@@ -48,7 +49,7 @@ def test_key_reuse_and_change(tmp_path, capsys):
     assert {p: p.stat().st_mtime_ns for p in fc.path.rglob('*.npy')} == mtimes      # the old cache was not touched
     assert not np.array_equal(arrays(changed['weights'])[0], arrays(fc)[0])
     np.testing.assert_array_equal(arrays(changed['layers'])[0][:, 0], arrays(fc)[0][:, 0])   # block 0 is the same in both
-    assert cache_key(enc, ds, shard_size=8)[1]['version'] == 3 and fc.path.name == cache_key(enc, ds, shard_size=8)[0]
+    assert cache_key(enc, ds, shard_size=8)[1]['version'] == 4 and fc.path.name == cache_key(enc, ds, shard_size=8)[0]
 
 class _Flip:
     def __call__(self, x): return x.flip(-1)
