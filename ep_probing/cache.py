@@ -44,8 +44,8 @@ def _digest(*parts)->bytes:
 
 # %% ../nbs/07_cache.ipynb #f77f66d8
 _labels_at = ('targets', 'labels', '_labels')                     # one label per item
-_arrays_at = ('images', 'data')                                   # one image per row: FashionMNIST, MNIST, CIFAR, STL-10
-_paths_at = ('files', '_image_files', '_images', 'samples', 'imgs', '_samples')   # a path (or `(path, label)`) per item
+_arrays_at = ('images', 'data')                                  # one image a row: FashionMNIST, MNIST, CIFAR, STL-10
+_paths_at = ('files', '_image_files', '_images', 'samples', 'imgs', '_samples')  # a path or (path, label) an item
 
 def _column(ds, k:str, idx, lists:bool=True)->np.ndarray: # rows `idx` of `ds.k`, or None
     "`ds.k` as numpy numbers, one row per item, rows `idx` (None: all); None when `ds.k` is not that"
@@ -85,7 +85,7 @@ def _read_every_item(ds, idx)->bytes:
         warnings.warn(f"the feature cache key reads every image of the {t} dataset, as it cannot see which files or "
                       f"arrays they come from; give {t} a `files` list (one image path per item) or a "
                       "`cache_identity()` method (see `ep_probing.cache`) to key it without reading the images")
-    return _digest(*(_item_bytes(ds[int(i)]) for i in (range(len(ds)) if idx is None else idx)))
+    return _digest(*_each(ds, idx))
 
 # %% ../nbs/07_cache.ipynb #07e82eff
 def _concat_key(ds:ConcatDataset, idx)->tuple: # (sha256 digest, how the items were keyed)
@@ -99,6 +99,10 @@ def _concat_key(ds:ConcatDataset, idx)->tuple: # (sha256 digest, how the items w
 
 # %% ../nbs/07_cache.ipynb #a961edae
 def _rows(idx)->np.ndarray: return np.arange(0) if idx is None else np.asarray(idx, np.int64)
+def _each(ds, idx)->list: return [_item_bytes(ds[int(i)]) for i in (range(len(ds)) if idx is None else idx)]
+def _arrow_files(ds)->list: # the Arrow files of a Hugging Face dataset, or None
+    if isinstance(cf := getattr(ds, 'cache_files', None), list) and isinstance(getattr(ds, '_fingerprint', None), str):
+        return [c['filename'] for c in cf] or None
 
 def _items_key(ds, idx=None)->tuple: # (sha256 digest, how the items were keyed)
     "A digest that changes when any of items `idx` (None: all) of `ds` changes, read without decoding where it can"
@@ -116,10 +120,8 @@ def _items_key(ds, idx=None)->tuple: # (sha256 digest, how the items were keyed)
     if isinstance(ds, (Labelled, HFImages)):                         # item i: item i of `ds.ds`, converted
         k, how = _items_key(ds.ds, idx)
         return _digest(*ys, repr((getattr(ds, 'channels', None), getattr(ds, 'col', None))), k), how
-    if isinstance(cf := getattr(ds, 'cache_files', None), list) and cf and isinstance(getattr(ds, '_fingerprint', None), str):
-        return _digest(ds._fingerprint, _stat_key([c['filename'] for c in cf]), _rows(idx)), 'arrow files'   # Hugging Face
-    if isinstance(ds, (list, tuple)):                                # items already in memory: hashing them is cheap
-        return _digest(*ys, *(_item_bytes(ds[int(i)]) for i in (range(len(ds)) if idx is None else idx))), 'items in memory'
+    if fs := _arrow_files(ds): return _digest(ds._fingerprint, _stat_key(fs), _rows(idx)), 'arrow files'
+    if isinstance(ds, (list, tuple)): return _digest(*ys, *_each(ds, idx)), 'items in memory'   # hashing them is cheap
     return _digest(*ys, _read_every_item(ds, idx)), 'every item read'
 
 # %% ../nbs/07_cache.ipynb #4df2f5c7
