@@ -1,0 +1,75 @@
+"""The feature cache, from a hostile user pass (issue 37): an image replaced in place is never served stale tokens, and
+every error about the cache folder says to choose another one, in one line, with nothing lost."""
+import os, sys
+from pathlib import Path
+import numpy as np
+from fastcore.script import anno_parser
+from PIL import Image
+from ep_probing.cache import FeatureCache, read_shard
+from ep_probing.data import image_folder
+from ep_probing.pipeline import ep_probe
+
+
+def run_cli(monkeypatch, capsys, args):
+    "Run `ep_probe args` in this process, as its console script does: `(exit code, stdout, stderr)`"
+    monkeypatch.setattr(sys, 'argv', ['ep_probe', *map(str, args)])        # `user_errors` knows the command by argv[0]
+    ns = anno_parser(ep_probe).parse_args(list(map(str, args)))
+    kw = {k: v for k, v in vars(ns).items() if v is not None and k not in ('pdb', 'xtra')}
+    try: ep_probe(**kw); code = 0
+    except SystemExit as e: code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(code, err, *contains):
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and 'Traceback' not in err, err
+    assert lines[0].startswith('ep_probe: error: ') and all(c in lines[0] for c in contains), lines[0]
+
+
+def bmp_folder(root:Path, n:int=10):
+    "train/ and test/ folders of two classes, `n` seeded grey 28 px BMPs each (a BMP's size does not depend on its pixels)"
+    rng = np.random.default_rng(0)
+    for split in ('train', 'test'):
+        for c in ('a', 'b'):
+            (root/split/c).mkdir(parents=True)
+            for i in range(n): Image.fromarray(rng.integers(0, 256, (28, 28), dtype=np.uint8), 'L').save(root/split/c/f'{i:02d}.bmp')
+    return root
+
+
+def tokens(cache_dir:Path, which:str)->dict:
+    "`{cache folder: patch tokens}` of the caches under `cache_dir` whose name ends with `which` (':train', ':test')"
+    out = {}
+    for d in sorted(p for p in cache_dir.iterdir() if p.is_dir()):
+        fc = FeatureCache(d)
+        if fc.meta['info']['dataset']['name'].endswith(which):
+            out[d.name] = np.concatenate([np.asarray(read_shard(d/s)['patch']) for s in fc.manifest['shards']])
+    return out
+
+
+def test_image_replaced_in_place_is_reextracted(tmp_path, monkeypatch, capsys):
+    "Same size, other pixels and mtime, at an index the old 8-item sample missed: a new key, the tokens of a fresh cache"
+    data = bmp_folder(tmp_path/'d')
+    args = ['--data', data, '--epochs', '1', '--probes', 'lp', '--blrs', 'none']
+    code, *_ = run_cli(monkeypatch, capsys, [*args, '--out', tmp_path/'o1', '--cache_dir', tmp_path/'c'])
+    assert code == 0
+    before = tokens(tmp_path/'c', ':train')
+    n = len(image_folder(data/'train'))                               # the run caches every train image, in file order
+    sampled = {int(i) for i in np.linspace(0, n - 1, 8)}              # what the old key read
+    missed = next(i for i in range(n) if i not in sampled)
+    f = Path(image_folder(data/'train').samples[missed][0]); size, mtime = f.stat().st_size, f.stat().st_mtime_ns
+    Image.fromarray(255 - np.asarray(Image.open(f)), 'L').save(f)   # replaced in place: other pixels, same size
+    os.utime(f, ns=(mtime + 10**9, mtime + 10**9))
+    assert f.stat().st_size == size
+    code, *_ = run_cli(monkeypatch, capsys, [*args, '--out', tmp_path/'o2', '--cache_dir', tmp_path/'c'])
+    assert code == 0
+    after = tokens(tmp_path/'c', ':train')
+    new = {k: v for k, v in after.items() if k not in before}
+    assert len(new) == 1, 'the replaced image did not change the key: its stale tokens were reused'
+    assert all(np.array_equal(before[k], after[k]) for k in before)   # the old cache is left alone
+    code, *_ = run_cli(monkeypatch, capsys, [*args, '--out', tmp_path/'o3', '--cache_dir', tmp_path/'fresh'])
+    assert code == 0
+    (fresh,) = tokens(tmp_path/'fresh', ':train').values()
+    (run,) = new.values()
+    np.testing.assert_array_equal(run, fresh)
+    assert not np.array_equal(run[missed], next(iter(before.values()))[missed])   # the replaced image's tokens changed
