@@ -8,8 +8,9 @@ __all__ = ['dataset_fingerprint', 'encoder_identity', 'cache_key', 'human_bytes'
            'TokenLoaders', 'cache_dls', 'write_shard', 'read_shard']
 
 # %% ../nbs/07_cache.ipynb #8bdbf779
-import errno, hashlib, json, os, shutil, time, warnings
+import contextvars, errno, hashlib, json, os, shutil, tempfile, time, warnings
 from collections import OrderedDict
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import numpy as np, torch
@@ -22,7 +23,7 @@ from fastprogress.fastprogress import progress_bar
 from torchvision.transforms import CenterCrop, Normalize, Resize, ToTensor
 from timm.data import MaybeToTensor
 from .encoders import ConvertImage, FrozenEncoder
-from .core import interactive, write_json
+from .core import interactive, spell, write_json
 from .datasets import HFImages, Labelled
 
 # %% ../nbs/07_cache.ipynb #95e8b257
@@ -180,11 +181,18 @@ def cache_bytes(n_images:int, # images cached
     return n_images * layers * tokens * dim * _itemsize[dtype]
 
 # %% ../nbs/07_cache.ipynb #f28a19da
+def _nearest(path)->Path:
+    "`path`, or its nearest parent that exists"
+    p = Path(path)
+    while not p.exists() and p != p.parent: p = p.parent
+    return p
+
 def _free_space(path)->int:
     "Free bytes on the disk that holds `path` (or will: its nearest existing parent)"
-    p = Path(path)
-    while not p.exists(): p = p.parent
-    return shutil.disk_usage(p).free
+    return shutil.disk_usage(_nearest(path)).free
+
+def _another()->str: return f"choose another {spell('cache_dir')}"   # the way out of any trouble with the cache folder
+def _switch(name:str)->str: return s if (s := spell(name)).startswith('--') else spell(name, True)   # stream=True
 
 def check_free_space(path, # where the cache will be written
                      needed:int, # bytes about to be written
@@ -196,12 +204,29 @@ def check_free_space(path, # where the cache will be written
     if free >= needed: return
     each = f" (each of the {layers} takes {human_bytes(needed // layers)})" if layers > 1 else ''
     raise ValueError(f"not enough free disk for the feature cache in {str(path)!r}: it needs {human_bytes(needed)}, "
-                     f"{human_bytes(free)} are free; stream the images instead of caching their tokens (--stream), "
-                     f"pass another --cache_dir with {human_bytes(needed)} free, probe fewer --layers{each}, "
-                     "or free some space (the cache is fp16, the smallest cache dtype it has)")
+                     f"{human_bytes(free)} are free; stream the images instead of caching their tokens "
+                     f"({_switch('stream')}), probe fewer {spell('layers')}{each}, free some space (the cache is fp16, "
+                     f"the smallest cache dtype it has), or {_another()}")
+
+# %% ../nbs/07_cache.ipynb #350925c5
+def _check_writable(path, # the cache folder about to be made or written in
+                   ):
+    "A `ValueError` when `path` cannot be made or written in; probed with a temporary folder, removed at once"
+    p = _nearest(path)
+    if not p.is_dir():
+        raise ValueError(f"the feature cache cannot be made in {str(path)!r}: {str(p)!r} is a file; {_another()}")
+    try: os.rmdir(tempfile.mkdtemp(prefix='.ep_probing-write-test-', dir=p))
+    except OSError as e:
+        raise ValueError(f"the feature cache folder {str(path)!r} is not writable (making a folder in {str(p)!r} "
+                         f"fails: {e.strerror}); {_another()}") from None
 
 # %% ../nbs/07_cache.ipynb #1eb1702c
 _files = ('patch', 'prefix', 'labels')
+_full = (errno.ENOSPC, errno.EDQUOT)                # no space left, quota exceeded
+
+def _disk_full(path)->OSError:
+    return OSError(errno.ENOSPC, f"the disk filled up while writing {str(path)!r}; free some space and run the same "
+                                 f"command again (it resumes after the shards already written), or {_another()}")
 
 def _sidecar(shard):
     "The sizes and checksums a shard recorded when it was written; `None` when its `files.json` is missing or not JSON"
@@ -232,9 +257,8 @@ def write_shard(path, # the shard's final directory
         write_json(tmp/'files.json', files)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        if e.errno != errno.ENOSPC: raise
-        raise OSError(errno.ENOSPC, f"the disk filled up while writing {str(path)!r}; free some space and run the "
-                                    "same command again: it resumes after the shards already written") from e
+        if e.errno not in _full: raise
+        raise _disk_full(path) from e
     try: os.replace(tmp, path)
     except OSError:                                  # another process finished this shard first
         shutil.rmtree(tmp, ignore_errors=True)
@@ -419,12 +443,15 @@ def _damage_text(bad:dict)->str:
     return f"feature cache {what} {p} is damaged ({why})" + (f" (and {k} more shard{'s' * (k > 1)})" if k else '')
 
 def _heal(d, bad:dict):
-    "Warn once about the damage `bad` in the cache `d`; remove the damaged files and the manifest to extract them again"
+    "Remove the damaged files `bad` of the cache `d` and its manifest, to extract them again; warn once, or say why not"
     shards = next(iter(bad)).name.startswith('shard_')
+    for p in [*bad, _manifest(d)]:
+        try: shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+        except OSError as e:
+            raise ValueError(f"{_damage_text(bad)}, and {str(p)!r} cannot be removed ({e.strerror}); "
+                             f"delete it by hand, or {_another()}") from None
     warnings.warn(f"{_damage_text(bad)}; " + (f"re-extracting {'it' if len(bad) == 1 else 'them'}" if shards else
                                              "rebuilding the cache (shards that pass their checks are kept)"))
-    for p in bad: shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-    _manifest(d).unlink(missing_ok=True)
 
 def _todo(d, shards:list, shapes:dict)->tuple: # ([(shard, start, end)] to extract, {damaged shard: what is wrong})
     "The shards of `d` still to extract: missing ones, and those failing the full check against their own `files.json`"
@@ -472,6 +499,15 @@ def _start_cache(d:Path, # the cache's folder
     if bad: _heal(d, bad)
     write_json(d/'meta.json', meta)
 
+# %% ../nbs/07_cache.ipynb #e5c2f989
+@contextmanager
+def _room(d):
+    "Inside, a full disk while writing the cache `d`'s small files says so, with the ways out"
+    try: yield
+    except OSError as e:
+        if e.errno not in _full: raise
+        raise _disk_full(d) from e
+
 # %% ../nbs/07_cache.ipynb #a6790ec4
 def _fill_cache(encoder, dataset, transform, # as `extract_features` has them
                 d:Path, # the cache's folder, `root/key`
@@ -479,6 +515,7 @@ def _fill_cache(encoder, dataset, transform, # as `extract_features` has them
                 shard_size:int, batch_size:int, num_workers:int, progress:bool, # as `extract_features` has them
                ):
     "Extract the shards of `d` still to do, write its `meta.json` and then its manifest; report the work done"
+    _check_writable(d)
     n, shapes = len(dataset), _token_shapes(encoder, dataset, transform)
     shards = [(s, min(s + shard_size, n)) for s in range(0, n, shard_size)]
     todo, bad = _todo(d, shards, shapes)
@@ -486,11 +523,11 @@ def _fill_cache(encoder, dataset, transform, # as `extract_features` has them
     bar, free = progress and interactive(), _free_space(d)
     if progress and m: print(f"caching {_describe(n, shapes)}: {size} in {d} ({human_bytes(free)} free)", flush=True)
     check_free_space(d, nbytes + (1 << 20), shapes['patch'][0], free)
-    _start_cache(d, bad, dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()},
-                              layers=list(encoder.layers)))
+    with _room(d): _start_cache(d, bad, dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()},
+                                             layers=list(encoder.layers)))
     t0 = time.perf_counter()
     _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, bar)
-    _write_manifest(d, key, n, len(shards))
+    with _room(d): _write_manifest(d, key, n, len(shards))
     secs = time.perf_counter() - t0
     done = (f"extracted {_describe(m, shapes)} in {secs:.1f} s ({m / max(secs, 1e-6):,.0f} img/s)" if m
             else "nothing to extract")
@@ -567,11 +604,12 @@ def _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, nu
         for i, buf, done in (progress_bar(it, total=total, leave=False) if bar and total else it):
             if not done: continue
             if pending is not None: pending.result()      # one shard in flight at most; its errors surface here
-            pending = writer.submit(_write, d/f'shard_{i:05d}', buf)
+            pending = writer.submit(contextvars.copy_context().run, _write, d/f'shard_{i:05d}', buf)   # `spell`
         if pending is not None: pending.result()
 
 # %% ../nbs/07_cache.ipynb #a8cc13cd
-_rerun = "run the same ep_probe command (or `extract_features` call) again"
+def _rerun(what:str)->str:
+    return f"run the same ep_probe command (or `extract_features` call) again to {what}, or {_another()}"
 
 class FeatureCache(Dataset):
     "Cached tokens as a torch `Dataset`: `(patch, prefix, label)` per item"
@@ -582,8 +620,8 @@ class FeatureCache(Dataset):
         self.path = Path(path)
         if not is_complete(self.path):
             raise ValueError(f"the feature cache {str(self.path)!r} is incomplete (no manifest: an extraction was "
-                             f"interrupted or is running); {_rerun} to resume it")
-        if bad := _damage(self.path): raise ValueError(f"{_damage_text(bad)}; {_rerun} to re-extract it")   # see above
+                             f"interrupted or is running); {_rerun('resume it')}")
+        if bad := _damage(self.path): raise ValueError(f"{_damage_text(bad)}; {_rerun('re-extract it')}")   # see above
         self.manifest, self.meta = _read_cache(self.path)
         self.cached_layers, self.dtype, self.n = self.meta['layers'], dtype, self.manifest['n']
         self.shard_size = self.meta['info']['shard_size']
@@ -684,8 +722,8 @@ def _pread(f, buf:np.ndarray, offset:int):
     "Fill the contiguous `buf` with the bytes of `f` at `offset`, moving no file position where the OS has `preadv`"
     mv = memoryview(buf.reshape(-1).view(np.uint8))
     n = os.preadv(f.fileno(), [mv], offset) if hasattr(os, 'preadv') else (f.seek(offset), f.readinto(mv))[1]
-    if n != mv.nbytes: raise ValueError(f"{f.name} ends early: the cache was truncated while in use; {_rerun} to "
-                                        "re-extract it")
+    if n != mv.nbytes: raise ValueError(f"{f.name} ends early: the cache was truncated while in use; "
+                                        f"{_rerun('re-extract it')}")
 
 @patch
 def release(self:FeatureCache):

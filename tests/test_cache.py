@@ -92,9 +92,9 @@ def test_not_enough_disk(tmp_path, monkeypatch):
     monkeypatch.setattr(cache.shutil, 'disk_usage', lambda p: real(p)._replace(free=10_000))
     enc = create_encoder(tiny_vit(), layers=[0, 2])
     with pytest.raises(ValueError, match=r"not enough free disk .* needs 1\.\d MB, 9\.8 KB are free; stream the images instead "
-                                         r"of caching their tokens \(--stream\), pass another --cache_dir with 1\.\d MB free, "
-                                         r"probe fewer --layers \(each of the 2 takes .*\), or free some space \(the cache is fp16, "
-                                         r"the smallest cache dtype it has\)$"):
+                                         r"of caching their tokens \(stream=True\), probe fewer layers= \(each of the 2 takes .*\), "
+                                         r"free some space \(the cache is fp16, the smallest cache dtype it has\), "
+                                         r"or choose another cache_dir=$"):
         extract_features(enc, SlowImages(48), tmp_path, **ARGS)
     assert list(tmp_path.iterdir()) == []                           # nothing was written
 
@@ -130,8 +130,8 @@ def test_disk_full_while_writing_then_resume(tmp_path, monkeypatch):
         return real_save(f, a, *args, **kw)
     monkeypatch.setattr(cache.np, 'save', full_disk)
     enc = create_encoder(tiny_vit(), layers=[0, 2])
-    with pytest.raises(OSError, match="disk filled up while writing .*shard_00001'; free some space and run the same command again: "
-                                      "it resumes after the shards already written"):
+    with pytest.raises(OSError, match=r"disk filled up while writing .*shard_00001'; free some space and run the same command again "
+                                      r"\(it resumes after the shards already written\), or choose another cache_dir=$"):
         extract_features(enc, SlowImages(24), tmp_path, progress=False, **ARGS)
     (d,) = list(tmp_path.iterdir())
     assert not is_complete(d) and not list(d.glob('.tmp-*')) and [p.name for p in d.glob('shard_*')] == ['shard_00000']

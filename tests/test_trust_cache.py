@@ -73,3 +73,81 @@ def test_image_replaced_in_place_is_reextracted(tmp_path, monkeypatch, capsys):
     (run,) = new.values()
     np.testing.assert_array_equal(run, fresh)
     assert not np.array_equal(run[missed], next(iter(before.values()))[missed])   # the replaced image's tokens changed
+
+
+# ---- every error about the cache folder says to choose another one
+
+TINY = ['--train_size', '500', '--test_size', '200', '--epochs', '1', '--probes', 'lp', '--blrs', 'none']
+ANOTHER = 'choose another --cache_dir (--debug shows the traceback)'
+
+
+def test_read_only_place_is_not_writable_not_full(tmp_path, monkeypatch, capsys):
+    "/proc takes no folder and reports 0 B free: it is named not writable, before the first line is printed"
+    code, out, err = run_cli(monkeypatch, capsys, [*TINY, '--out', tmp_path/'o', '--cache_dir', '/proc/ep_probing_cache'])
+    one_line_error(code, err, "'/proc/ep_probing_cache/", 'is not writable', "making a folder in '/proc' fails")
+    assert err.rstrip().endswith(ANOTHER) and '0 B' not in err + out and 'caching' not in out
+    assert not os.path.exists('/proc/ep_probing_cache')
+
+
+def test_cache_dir_that_is_a_file(tmp_path, monkeypatch, capsys):
+    "A file where the cache folder should be: named, and left as it was"
+    (f := tmp_path/'notes.txt').write_text('mine')
+    code, out, err = run_cli(monkeypatch, capsys, [*TINY, '--out', tmp_path/'o', '--cache_dir', f])
+    one_line_error(code, err, f"{str(f)!r} is a file")
+    assert err.rstrip().endswith(ANOTHER) and f.read_text() == 'mine'
+
+
+def test_not_enough_disk_says_choose_another(tmp_path, monkeypatch, capsys):
+    from ep_probing import cache
+    real = cache.shutil.disk_usage
+    monkeypatch.setattr(cache.shutil, 'disk_usage', lambda p: real(p)._replace(free=10_000))
+    code, out, err = run_cli(monkeypatch, capsys, [*TINY, '--out', tmp_path/'o', '--cache_dir', tmp_path/'c'])
+    one_line_error(code, err, 'not enough free disk', '(--stream)', 'probe fewer --layers')
+    assert err.rstrip().endswith(f'or {ANOTHER}') and not (tmp_path/'c').exists()
+
+
+def test_disk_full_while_writing_says_choose_another(tmp_path, monkeypatch, capsys):
+    "The shard is written by a thread: its message still speaks in flags"
+    import errno
+    from ep_probing import cache
+    def full(*a, **kw): raise OSError(errno.ENOSPC, 'No space left on device')
+    monkeypatch.setattr(cache.np, 'save', full)
+    code, out, err = run_cli(monkeypatch, capsys, [*TINY, '--out', tmp_path/'o', '--cache_dir', tmp_path/'c'])
+    one_line_error(code, err, 'the disk filled up while writing', 'it resumes after the shards already written')
+    assert err.rstrip().endswith(f'or {ANOTHER}')
+    assert not list((tmp_path/'c').glob('*/.tmp-*')) and not list((tmp_path/'c').glob('*/manifest.json'))
+
+
+def test_disk_full_on_the_small_files_says_choose_another(tmp_path, monkeypatch, capsys):
+    import errno
+    from ep_probing import cache
+    def full(*a, **kw): raise OSError(errno.ENOSPC, 'No space left on device')
+    monkeypatch.setattr(cache, 'write_json', full)                  # meta.json, written before the shards
+    code, out, err = run_cli(monkeypatch, capsys, [*TINY, '--out', tmp_path/'o', '--cache_dir', tmp_path/'c'])
+    one_line_error(code, err, 'the disk filled up while writing')
+    assert err.rstrip().endswith(f'or {ANOTHER}')
+
+
+def test_damage_that_cannot_be_removed(tmp_path, monkeypatch, capsys):
+    "A damaged shard the run may not delete: named, with the ways out; the cache is left as it was, manifest included"
+    from ep_probing import cache
+    args = [*TINY, '--out', tmp_path/'o', '--cache_dir', tmp_path/'c']
+    assert run_cli(monkeypatch, capsys, args)[0] == 0
+    (shard, *_) = sorted((tmp_path/'c').glob('*/shard_00000'))
+    with open(shard/'patch.npy', 'r+b') as f: f.truncate(1000)
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path/'c').rglob('*'))
+    def denied(p, *a, **kw): raise PermissionError(13, 'Permission denied', str(p))
+    monkeypatch.setattr(cache.shutil, 'rmtree', denied)
+    code, out, err = run_cli(monkeypatch, capsys, [*args[:-4], '--out', tmp_path/'o2', '--cache_dir', tmp_path/'c'])
+    one_line_error(code, err, f'feature cache shard {shard} is damaged', 'cannot be removed (Permission denied)',
+                   'delete it by hand')
+    assert err.rstrip().endswith(f'or {ANOTHER}')
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path/'c').rglob('*')) == before
+
+
+def test_feature_cache_errors_say_choose_another(tmp_path):
+    "In Python the way out names the argument"
+    import pytest
+    (tmp_path/'c').mkdir()
+    with pytest.raises(ValueError, match=r"is incomplete .* again to resume it, or choose another cache_dir=$"):
+        FeatureCache(tmp_path/'c')
