@@ -151,3 +151,29 @@ def test_feature_cache_errors_say_choose_another(tmp_path):
     (tmp_path/'c').mkdir()
     with pytest.raises(ValueError, match=r"is incomplete .* again to resume it, or choose another cache_dir=$"):
         FeatureCache(tmp_path/'c')
+
+
+def test_every_layout_is_keyed_by_every_item_without_reading_images(tmp_path):
+    "Each dataset `load_data` reads is keyed from its files' sizes and times or its arrays, never by decoding every image"
+    import warnings
+    from tiny_datasets import make_tiny, make_tiny_hf, tiny_names
+    from ep_probing import cache
+    from ep_probing.datasets import load_data
+    warnings.simplefilter('ignore')                                  # tiny copies warn that they are not the official sizes
+    cases = {n: (n, make_tiny(n, tmp_path/n)) for n in tiny_names}
+    cases |= {'hf': (f"hf:{make_tiny_hf(tmp_path/'hf')}", None), 'folder': (bmp_folder(tmp_path/'folder', 3), None),
+              'fashion_mnist_sample': ('fashion_mnist_sample', None)}
+    for name, (data, root) in cases.items():
+        tr, te, *_ = load_data(str(data), str(root or tmp_path/name))
+        for ds in (tr, te, torch_subset(tr)):
+            cache._slow_warned.clear()
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter('always')
+                how = cache.dataset_fingerprint(ds)['items']
+            assert how in ('file sizes and times', 'arrays', 'arrow files'), (name, how)
+            assert not [x for x in w if 'reads every image' in str(x.message)], name
+
+
+def torch_subset(ds):
+    from torch.utils.data import Subset
+    return Subset(ds, list(range(len(ds)))[::-2])
