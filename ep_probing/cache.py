@@ -8,13 +8,14 @@ __all__ = ['dataset_fingerprint', 'encoder_identity', 'cache_key', 'human_bytes'
            'TokenLoaders', 'cache_dls', 'write_shard', 'read_shard']
 
 # %% ../nbs/07_cache.ipynb #8bdbf779
-import errno, hashlib, json, os, shutil, time, warnings
+import contextvars, errno, hashlib, json, os, shutil, tempfile, time, warnings
 from collections import OrderedDict
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import numpy as np, torch
 from dataclasses import dataclass
-from torch.utils.data import Dataset, DataLoader, Subset
+from torch.utils.data import ConcatDataset, Dataset, DataLoader, Subset
 from fastai.data.core import DataLoaders
 from fastai.data.load import DataLoader as FastaiLoader
 from fastcore.basics import patch
@@ -22,9 +23,10 @@ from fastprogress.fastprogress import progress_bar
 from torchvision.transforms import CenterCrop, Normalize, Resize, ToTensor
 from timm.data import MaybeToTensor
 from .encoders import ConvertImage, FrozenEncoder
-from .core import interactive, write_json
+from .core import interactive, spell, write_json
+from .datasets import HFImages, Labelled
 
-# %% ../nbs/07_cache.ipynb #4df2f5c7
+# %% ../nbs/07_cache.ipynb #95e8b257
 def _item_bytes(o)->bytes:
     "Bytes that identify an image or label: tensors, arrays, PIL images, numbers"
     if isinstance(o, (tuple, list)): return b'|'.join(_item_bytes(t) for t in o)
@@ -33,17 +35,107 @@ def _item_bytes(o)->bytes:
     if hasattr(o, 'tobytes') and hasattr(o, 'mode'): return f"{o.mode}{o.size}".encode() + o.tobytes()  # PIL image
     return repr(o).encode()
 
+def _digest(*parts)->bytes:
+    "sha256 of `parts`, each bytes, a str, or a numpy array (its dtype, shape and bytes)"
+    h = hashlib.sha256()
+    for p in parts:
+        if isinstance(p, np.ndarray): h.update(f"{p.dtype}{p.shape}".encode()); p = np.ascontiguousarray(p)
+        h.update(p.encode() if isinstance(p, str) else p)
+    return h.digest()
+
+# %% ../nbs/07_cache.ipynb #f77f66d8
+_labels_at = ('targets', 'labels', '_labels')                     # one label per item
+_arrays_at = ('images', 'data')                                  # one image a row: FashionMNIST, MNIST, CIFAR, STL-10
+_paths_at = ('files', '_image_files', '_images', 'samples', 'imgs', '_samples')  # a path or (path, label) an item
+
+def _column(ds, k:str, idx, lists:bool=True)->np.ndarray: # rows `idx` of `ds.k`, or None
+    "`ds.k` as numpy numbers, one row per item, rows `idx` (None: all); None when `ds.k` is not that"
+    a = getattr(ds, k, None)
+    if isinstance(a, torch.Tensor): a = a.detach().cpu().numpy()
+    elif lists and isinstance(a, (list, tuple)) and a and isinstance(a[0], (int, np.integer)): a = np.asarray(a)
+    if not isinstance(a, np.ndarray) or a.dtype.kind not in 'biuf' or not a.ndim or len(a) != len(ds): return None
+    return a if idx is None else a[idx]
+
+def _paths(ds)->list: # one path, or `(path, label)`, per item; None when `ds` keeps no such list
+    "The image files of `ds`, one per item, from the attributes `_paths_at`"
+    for k in _paths_at:
+        ps = getattr(ds, k, None)
+        if isinstance(ps, (list, tuple)) and ps and len(ps) == len(ds):
+            if isinstance(ps[0][0] if isinstance(ps[0], tuple) else ps[0], (str, os.PathLike)): return ps
+
+# %% ../nbs/07_cache.ipynb #fba17f95
+def _stat_key(paths)->bytes:
+    "sha256 of each file's path, size and modification time, in order: one `os.stat` a file, nothing read"
+    lines = []
+    for e in paths:
+        p, rest = (e[0], e[1:]) if isinstance(e, tuple) else (e, ())
+        try: s = os.stat(p)
+        except FileNotFoundError: raise FileNotFoundError(f"image file {p} is missing, yet the dataset lists it; "
+                                                          "read the dataset again (or restore the file)") from None
+        lines.append(f"{os.fspath(p)}\0{s.st_size}\0{s.st_mtime_ns}" + (f"\0{rest}\n" if rest else "\n"))
+    return _digest(''.join(lines))
+
+# %% ../nbs/07_cache.ipynb #35a85d39
+_slow_warned = set()                # the dataset types already warned about, once per process
+
+def _read_every_item(ds, idx)->bytes:
+    "The slow key: items `idx` (None: all) of `ds` read and hashed; once per type, a warning saying how to avoid it"
+    t = type(ds).__name__
+    if t not in _slow_warned:
+        _slow_warned.add(t)
+        warnings.warn(f"the feature cache key reads every image of the {t} dataset, as it cannot see which files or "
+                      f"arrays they come from; give {t} a `files` list (one image path per item) or a "
+                      "`cache_identity()` method (see `ep_probing.cache`) to key it without reading the images")
+    return _digest(*_each(ds, idx))
+
+# %% ../nbs/07_cache.ipynb #07e82eff
+def _concat_key(ds:ConcatDataset, idx)->tuple: # (sha256 digest, how the items were keyed)
+    "Items `idx` (None: all) of a `ConcatDataset`: the part and row of each, and each part's key of its rows"
+    ends = np.asarray(ds.cumulative_sizes, np.int64); starts = np.concatenate([[0], ends[:-1]])
+    i = np.arange(ends[-1] if len(ends) else 0) if idx is None else np.asarray(idx, np.int64)
+    part = np.searchsorted(ends, i, side='right'); row = i - starts[part]
+    keys = [_items_key(d, None if idx is None else np.unique(row[part == j]))
+            for j, d in enumerate(ds.datasets) if idx is None or (part == j).any()]
+    return _digest(part, row, *(k for k, _ in keys)), ', '.join(sorted({h for _, h in keys}))
+
+# %% ../nbs/07_cache.ipynb #a961edae
+def _rows(idx)->np.ndarray: return np.arange(0) if idx is None else np.asarray(idx, np.int64)
+def _each(ds, idx)->list: return [_item_bytes(ds[int(i)]) for i in (range(len(ds)) if idx is None else idx)]
+def _arrow_files(ds)->list: # the Arrow files of a Hugging Face dataset, or None
+    if isinstance(cf := getattr(ds, 'cache_files', None), list) and isinstance(getattr(ds, '_fingerprint', None), str):
+        return [c['filename'] for c in cf] or None
+
+def _items_key(ds, idx=None)->tuple: # (sha256 digest, how the items were keyed)
+    "A digest that changes when any of items `idx` (None: all) of `ds` changes, read without decoding where it can"
+    if callable(f := getattr(ds, 'cache_identity', None)):
+        v = f(); return _digest(v if isinstance(v, bytes) else str(v), _rows(idx)), 'cache_identity'
+    if isinstance(ds, Subset):
+        i = np.asarray(ds.indices, np.int64) % max(len(ds.dataset), 1)
+        return _items_key(ds.dataset, i if idx is None else i[idx])
+    if isinstance(ds, ConcatDataset): return _concat_key(ds, idx)
+    ys = [y for k in _labels_at if (y := _column(ds, k, idx)) is not None]
+    if (a := next((a for k in _arrays_at if (a := _column(ds, k, idx, lists=False)) is not None), None)) is not None:
+        return _digest(*ys, a), 'arrays'
+    if (ps := _paths(ds)) is not None:
+        return _digest(*ys, _stat_key(ps if idx is None else [ps[i] for i in idx])), 'file sizes and times'
+    if isinstance(ds, (Labelled, HFImages)):                         # item i: item i of `ds.ds`, converted
+        k, how = _items_key(ds.ds, idx)
+        return _digest(*ys, repr((getattr(ds, 'channels', None), getattr(ds, 'col', None))), k), how
+    if fs := _arrow_files(ds): return _digest(ds._fingerprint, _stat_key(fs), _rows(idx)), 'arrow files'
+    if isinstance(ds, (list, tuple)): return _digest(*ys, *_each(ds, idx)), 'items in memory'   # hashing them is cheap
+    return _digest(*ys, _read_every_item(ds, idx)), 'every item read'
+
+# %% ../nbs/07_cache.ipynb #4df2f5c7
 def dataset_fingerprint(dataset, # indexable, `dataset[i] -> (image, label)`
                         name:str=None, # an optional name, e.g. 'fashion_mnist/test'
-                        n_samples:int=8, # items hashed, evenly spaced
+                        n_samples:int=8, # items also decoded and hashed, evenly spaced
                        )->dict:
-    "Identity of a dataset: name, type, length and a hash of sampled items (and of `targets` when present)"
+    "Identity of a dataset: name, type, length, a key of every item and labels (`_items_key`), and sampled items"
     n = len(dataset)
     idx = sorted({int(i) for i in np.linspace(0, n - 1, min(n_samples, n))}) if n else []
-    h = hashlib.sha256(b''.join(_item_bytes(dataset[i]) for i in idx))
-    t = getattr(dataset, 'targets', None)
-    if t is not None: h.update(_item_bytes(np.asarray(t)))
-    return dict(name=name, type=type(dataset).__name__, len=n, content=h.hexdigest()[:16])
+    items, how = _items_key(dataset)
+    h = hashlib.sha256(items + b''.join(_item_bytes(dataset[i]) for i in idx))
+    return dict(name=name, type=type(dataset).__name__, len=n, items=how, content=h.hexdigest()[:16])
 
 # %% ../nbs/07_cache.ipynb #11daef37
 def encoder_identity(encoder:FrozenEncoder)->dict:
@@ -64,7 +156,7 @@ def cache_key(encoder:FrozenEncoder, # the frozen encoder
             warnings.warn(f"the transform {t!r} has no stable repr (it shows a memory address), "
                           "so its cache key changes every session and the cache is never reused; "
                           "give it a `__repr__` or use timm/torchvision transforms")
-    info = dict(version=3, encoder=encoder_identity(encoder), transform=repr(transform),
+    info = dict(version=4, encoder=encoder_identity(encoder), transform=repr(transform),
                 dataset_transform=repr(getattr(dataset, 'transform', None)), dataset=dataset_fingerprint(dataset, name),
                 shard_size=shard_size, dtype='float16')
     return hashlib.sha256(json.dumps(info, sort_keys=True).encode()).hexdigest()[:20], info
@@ -89,11 +181,18 @@ def cache_bytes(n_images:int, # images cached
     return n_images * layers * tokens * dim * _itemsize[dtype]
 
 # %% ../nbs/07_cache.ipynb #f28a19da
+def _nearest(path)->Path:
+    "`path`, or its nearest parent that exists"
+    p = Path(path)
+    while not p.exists() and p != p.parent: p = p.parent
+    return p
+
 def _free_space(path)->int:
     "Free bytes on the disk that holds `path` (or will: its nearest existing parent)"
-    p = Path(path)
-    while not p.exists(): p = p.parent
-    return shutil.disk_usage(p).free
+    return shutil.disk_usage(_nearest(path)).free
+
+def _another()->str: return f"choose another {spell('cache_dir')}"   # the way out of any trouble with the cache folder
+def _switch(name:str)->str: return s if (s := spell(name)).startswith('--') else spell(name, True)   # stream=True
 
 def check_free_space(path, # where the cache will be written
                      needed:int, # bytes about to be written
@@ -105,12 +204,29 @@ def check_free_space(path, # where the cache will be written
     if free >= needed: return
     each = f" (each of the {layers} takes {human_bytes(needed // layers)})" if layers > 1 else ''
     raise ValueError(f"not enough free disk for the feature cache in {str(path)!r}: it needs {human_bytes(needed)}, "
-                     f"{human_bytes(free)} are free; stream the images instead of caching their tokens (--stream), "
-                     f"pass another --cache_dir with {human_bytes(needed)} free, probe fewer --layers{each}, "
-                     "or free some space (the cache is fp16, the smallest cache dtype it has)")
+                     f"{human_bytes(free)} are free; stream the images instead of caching their tokens "
+                     f"({_switch('stream')}), probe fewer {spell('layers')}{each}, free some space (the cache is fp16, "
+                     f"the smallest cache dtype it has), or {_another()}")
+
+# %% ../nbs/07_cache.ipynb #350925c5
+def _check_writable(path, # the cache folder about to be made or written in
+                   ):
+    "A `ValueError` when `path` cannot be made or written in; probed with a temporary folder, removed at once"
+    p = _nearest(path)
+    if not p.is_dir():
+        raise ValueError(f"the feature cache cannot be made in {str(path)!r}: {str(p)!r} is a file; {_another()}")
+    try: os.rmdir(tempfile.mkdtemp(prefix='.ep_probing-write-test-', dir=p))
+    except OSError as e:
+        raise ValueError(f"the feature cache folder {str(path)!r} is not writable (making a folder in {str(p)!r} "
+                         f"fails: {e.strerror}); {_another()}") from None
 
 # %% ../nbs/07_cache.ipynb #1eb1702c
 _files = ('patch', 'prefix', 'labels')
+_full = (errno.ENOSPC, errno.EDQUOT)                # no space left, quota exceeded
+
+def _disk_full(path)->OSError:
+    return OSError(errno.ENOSPC, f"the disk filled up while writing {str(path)!r}; free some space and run the same "
+                                 f"command again (it resumes after the shards already written), or {_another()}")
 
 def _sidecar(shard):
     "The sizes and checksums a shard recorded when it was written; `None` when its `files.json` is missing or not JSON"
@@ -141,9 +257,8 @@ def write_shard(path, # the shard's final directory
         write_json(tmp/'files.json', files)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        if e.errno != errno.ENOSPC: raise
-        raise OSError(errno.ENOSPC, f"the disk filled up while writing {str(path)!r}; free some space and run the "
-                                    "same command again: it resumes after the shards already written") from e
+        if e.errno not in _full: raise
+        raise _disk_full(path) from e
     try: os.replace(tmp, path)
     except OSError:                                  # another process finished this shard first
         shutil.rmtree(tmp, ignore_errors=True)
@@ -328,12 +443,15 @@ def _damage_text(bad:dict)->str:
     return f"feature cache {what} {p} is damaged ({why})" + (f" (and {k} more shard{'s' * (k > 1)})" if k else '')
 
 def _heal(d, bad:dict):
-    "Warn once about the damage `bad` in the cache `d`; remove the damaged files and the manifest to extract them again"
+    "Remove the damaged files `bad` of the cache `d` and its manifest, to extract them again; warn once, or say why not"
     shards = next(iter(bad)).name.startswith('shard_')
+    for p in [*bad, _manifest(d)]:
+        try: shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+        except OSError as e:
+            raise ValueError(f"{_damage_text(bad)}, and {str(p)!r} cannot be removed ({e.strerror}); "
+                             f"delete it by hand, or {_another()}") from None
     warnings.warn(f"{_damage_text(bad)}; " + (f"re-extracting {'it' if len(bad) == 1 else 'them'}" if shards else
                                              "rebuilding the cache (shards that pass their checks are kept)"))
-    for p in bad: shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-    _manifest(d).unlink(missing_ok=True)
 
 def _todo(d, shards:list, shapes:dict)->tuple: # ([(shard, start, end)] to extract, {damaged shard: what is wrong})
     "The shards of `d` still to extract: missing ones, and those failing the full check against their own `files.json`"
@@ -381,6 +499,15 @@ def _start_cache(d:Path, # the cache's folder
     if bad: _heal(d, bad)
     write_json(d/'meta.json', meta)
 
+# %% ../nbs/07_cache.ipynb #e5c2f989
+@contextmanager
+def _room(d):
+    "Inside, a full disk while writing the cache `d`'s small files says so, with the ways out"
+    try: yield
+    except OSError as e:
+        if e.errno not in _full: raise
+        raise _disk_full(d) from e
+
 # %% ../nbs/07_cache.ipynb #a6790ec4
 def _fill_cache(encoder, dataset, transform, # as `extract_features` has them
                 d:Path, # the cache's folder, `root/key`
@@ -388,6 +515,7 @@ def _fill_cache(encoder, dataset, transform, # as `extract_features` has them
                 shard_size:int, batch_size:int, num_workers:int, progress:bool, # as `extract_features` has them
                ):
     "Extract the shards of `d` still to do, write its `meta.json` and then its manifest; report the work done"
+    _check_writable(d)
     n, shapes = len(dataset), _token_shapes(encoder, dataset, transform)
     shards = [(s, min(s + shard_size, n)) for s in range(0, n, shard_size)]
     todo, bad = _todo(d, shards, shapes)
@@ -395,11 +523,11 @@ def _fill_cache(encoder, dataset, transform, # as `extract_features` has them
     bar, free = progress and interactive(), _free_space(d)
     if progress and m: print(f"caching {_describe(n, shapes)}: {size} in {d} ({human_bytes(free)} free)", flush=True)
     check_free_space(d, nbytes + (1 << 20), shapes['patch'][0], free)
-    _start_cache(d, bad, dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()},
-                              layers=list(encoder.layers)))
+    with _room(d): _start_cache(d, bad, dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()},
+                                             layers=list(encoder.layers)))
     t0 = time.perf_counter()
     _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, bar)
-    _write_manifest(d, key, n, len(shards))
+    with _room(d): _write_manifest(d, key, n, len(shards))
     secs = time.perf_counter() - t0
     done = (f"extracted {_describe(m, shapes)} in {secs:.1f} s ({m / max(secs, 1e-6):,.0f} img/s)" if m
             else "nothing to extract")
@@ -476,11 +604,12 @@ def _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, nu
         for i, buf, done in (progress_bar(it, total=total, leave=False) if bar and total else it):
             if not done: continue
             if pending is not None: pending.result()      # one shard in flight at most; its errors surface here
-            pending = writer.submit(_write, d/f'shard_{i:05d}', buf)
+            pending = writer.submit(contextvars.copy_context().run, _write, d/f'shard_{i:05d}', buf)   # `spell`
         if pending is not None: pending.result()
 
 # %% ../nbs/07_cache.ipynb #a8cc13cd
-_rerun = "run the same ep_probe command (or `extract_features` call) again"
+def _rerun(what:str)->str:
+    return f"run the same ep_probe command (or `extract_features` call) again to {what}, or {_another()}"
 
 class FeatureCache(Dataset):
     "Cached tokens as a torch `Dataset`: `(patch, prefix, label)` per item"
@@ -491,8 +620,8 @@ class FeatureCache(Dataset):
         self.path = Path(path)
         if not is_complete(self.path):
             raise ValueError(f"the feature cache {str(self.path)!r} is incomplete (no manifest: an extraction was "
-                             f"interrupted or is running); {_rerun} to resume it")
-        if bad := _damage(self.path): raise ValueError(f"{_damage_text(bad)}; {_rerun} to re-extract it")   # see above
+                             f"interrupted or is running); {_rerun('resume it')}")
+        if bad := _damage(self.path): raise ValueError(f"{_damage_text(bad)}; {_rerun('re-extract it')}")   # see above
         self.manifest, self.meta = _read_cache(self.path)
         self.cached_layers, self.dtype, self.n = self.meta['layers'], dtype, self.manifest['n']
         self.shard_size = self.meta['info']['shard_size']
@@ -593,8 +722,8 @@ def _pread(f, buf:np.ndarray, offset:int):
     "Fill the contiguous `buf` with the bytes of `f` at `offset`, moving no file position where the OS has `preadv`"
     mv = memoryview(buf.reshape(-1).view(np.uint8))
     n = os.preadv(f.fileno(), [mv], offset) if hasattr(os, 'preadv') else (f.seek(offset), f.readinto(mv))[1]
-    if n != mv.nbytes: raise ValueError(f"{f.name} ends early: the cache was truncated while in use; {_rerun} to "
-                                        "re-extract it")
+    if n != mv.nbytes: raise ValueError(f"{f.name} ends early: the cache was truncated while in use; "
+                                        f"{_rerun('re-extract it')}")
 
 @patch
 def release(self:FeatureCache):

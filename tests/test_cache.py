@@ -17,6 +17,7 @@ class SlowImages:
     "Seeded `(3, 32, 32)` images with labels `i % 5`; `delay` seconds per item, `reads` counts item reads"
     def __init__(self, n=48, delay=0.0): self.n, self.delay, self.reads = n, delay, 0
     def __len__(self): return self.n
+    def cache_identity(self): return f"SlowImages(n={self.n})"       # item i depends on i alone: the key reads no item
     def __getitem__(self, i):
         if not 0 <= i < self.n: raise IndexError(i)
         self.reads += 1; time.sleep(self.delay)
@@ -48,7 +49,7 @@ def test_key_reuse_and_change(tmp_path, capsys):
     assert {p: p.stat().st_mtime_ns for p in fc.path.rglob('*.npy')} == mtimes      # the old cache was not touched
     assert not np.array_equal(arrays(changed['weights'])[0], arrays(fc)[0])
     np.testing.assert_array_equal(arrays(changed['layers'])[0][:, 0], arrays(fc)[0][:, 0])   # block 0 is the same in both
-    assert cache_key(enc, ds, shard_size=8)[1]['version'] == 3 and fc.path.name == cache_key(enc, ds, shard_size=8)[0]
+    assert cache_key(enc, ds, shard_size=8)[1]['version'] == 4 and fc.path.name == cache_key(enc, ds, shard_size=8)[0]
 
 class _Flip:
     def __call__(self, x): return x.flip(-1)
@@ -91,9 +92,9 @@ def test_not_enough_disk(tmp_path, monkeypatch):
     monkeypatch.setattr(cache.shutil, 'disk_usage', lambda p: real(p)._replace(free=10_000))
     enc = create_encoder(tiny_vit(), layers=[0, 2])
     with pytest.raises(ValueError, match=r"not enough free disk .* needs 1\.\d MB, 9\.8 KB are free; stream the images instead "
-                                         r"of caching their tokens \(--stream\), pass another --cache_dir with 1\.\d MB free, "
-                                         r"probe fewer --layers \(each of the 2 takes .*\), or free some space \(the cache is fp16, "
-                                         r"the smallest cache dtype it has\)$"):
+                                         r"of caching their tokens \(stream=True\), probe fewer layers= \(each of the 2 takes .*\), "
+                                         r"free some space \(the cache is fp16, the smallest cache dtype it has\), "
+                                         r"or choose another cache_dir=$"):
         extract_features(enc, SlowImages(48), tmp_path, **ARGS)
     assert list(tmp_path.iterdir()) == []                           # nothing was written
 
@@ -129,8 +130,8 @@ def test_disk_full_while_writing_then_resume(tmp_path, monkeypatch):
         return real_save(f, a, *args, **kw)
     monkeypatch.setattr(cache.np, 'save', full_disk)
     enc = create_encoder(tiny_vit(), layers=[0, 2])
-    with pytest.raises(OSError, match="disk filled up while writing .*shard_00001'; free some space and run the same command again: "
-                                      "it resumes after the shards already written"):
+    with pytest.raises(OSError, match=r"disk filled up while writing .*shard_00001'; free some space and run the same command again "
+                                      r"\(it resumes after the shards already written\), or choose another cache_dir=$"):
         extract_features(enc, SlowImages(24), tmp_path, progress=False, **ARGS)
     (d,) = list(tmp_path.iterdir())
     assert not is_complete(d) and not list(d.glob('.tmp-*')) and [p.name for p in d.glob('shard_*')] == ['shard_00000']
