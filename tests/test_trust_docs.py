@@ -14,3 +14,19 @@ def test_lp_is_an_alias_of_cls():
     assert p(x, prefix).shape == (2, 10)
     q = create_probe(**p.config)                       # the config rebuilds it
     assert q.tokens == 'prefix' and q.config == p.config
+
+def readme(): return (root/'README.md').read_text()
+
+def test_readme_first_result_within_300_words():
+    text = re.sub(r'<!--.*?-->', '', readme(), flags=re.S)
+    first = min(i for i in (text.find('<table'), text.find('![')) if i >= 0)
+    assert len(text[:first].split()) <= 300
+
+def test_readme_installs_runs_and_cites_the_paper():
+    text = readme()
+    assert 'git clone https://github.com/ep-probing/ep_probing' in text and 'pip install -e .' in text
+    assert 'https://arxiv.org/abs/2506.10178' in text and 'https://github.com/billpsomas/efficient-probing' in text
+    assert re.search(r'@inproceedings\{psomas2026attention,.*?eprint\s*=\s*\{2506\.10178\}', text, re.S)
+    assert 'comparable with the paper' not in text            # nothing shows the paper's leaderboard side by side
+    dev = text[text.index('## Development'):]                 # the contributor command, after the user's part
+    assert '\nbash tests/run.sh\n' in dev and 'tests/run.sh' not in text[:text.index('## Development')]
