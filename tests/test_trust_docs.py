@@ -30,3 +30,29 @@ def test_readme_installs_runs_and_cites_the_paper():
     assert 'comparable with the paper' not in text            # nothing shows the paper's leaderboard side by side
     dev = text[text.index('## Development'):]                 # the contributor command, after the user's part
     assert '\nbash tests/run.sh\n' in dev and 'tests/run.sh' not in text[:text.index('## Development')]
+
+def pages():
+    "Every page the docs site has: `nbs/NN_name.ipynb` -> `name.html`, `nbs/guides/x.ipynb` -> `guides/x.html`"
+    nbs = root/'nbs'
+    return {str(p.relative_to(nbs).with_name(re.sub(r'^\d+[a-z]?_', '', p.stem) + '.html'))
+            for p in nbs.rglob('*.ipynb') if not any(o[0] in '_.' for o in p.relative_to(nbs).parts)}
+
+def local_links(text, base=''):
+    "The site pages that markdown `text` links to, relative to folder `base`, anchors dropped"
+    import posixpath
+    return {posixpath.normpath(posixpath.join(base, m)) for m in re.findall(r'\]\(([\w./-]+\.html)(?:#[\w-]*)?\)', text)
+            if not m.startswith('http')}
+
+def test_readme_and_guides_link_only_to_pages_that_exist():
+    have = pages()
+    assert {'guides/which_probe.html', 'guides/reproduce.html', 'guides/faq.html'} <= have
+    assert local_links(readme()) - have == set()
+    for g in (root/'nbs'/'guides').glob('*.ipynb'):
+        text = ''.join(''.join(c['source']) for c in json.loads(g.read_text())['cells'] if c['cell_type'] == 'markdown')
+        assert local_links(text, 'guides') - have == set(), g.name
+
+def test_guides_are_in_the_sidebar_between_tutorials_and_derivation():
+    import yaml
+    sections = [s['section'] for s in yaml.safe_load((root/'nbs'/'sidebar.yml').read_text())['website']['sidebar']['contents']
+                if isinstance(s, dict)]
+    assert sections == ['Get started', 'Guides', 'Derivation', 'Reference', 'Internals']
