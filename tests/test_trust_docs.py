@@ -56,3 +56,13 @@ def test_guides_are_in_the_sidebar_between_tutorials_and_derivation():
     sections = [s['section'] for s in yaml.safe_load((root/'nbs'/'sidebar.yml').read_text())['website']['sidebar']['contents']
                 if isinstance(s, dict)]
     assert sections == ['Get started', 'Guides', 'Derivation', 'Reference', 'Internals']
+
+def test_derivation_page_has_its_figure_and_latex_steps():
+    nb = json.loads((root/'nbs'/'02_derivation.ipynb').read_text())
+    code = [''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'code']
+    fig = [c for c in nb['cells'] if c['cell_type'] == 'code' and 'FancyBboxPatch(' in ''.join(c['source'])]
+    assert len(fig) == 1 and any('image/png' in o.get('data', {}) for o in fig[0]['outputs'])    # drawn by a cell, stored
+    assert any('test_fig_exists(ax)' in s for s in code)
+    md = '\n'.join(''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'markdown')
+    assert re.findall(r'`[^`\n]*(?:\^|sqrt)[^`\n]*`', md) == []          # math is LaTeX, not code spans
+    assert '$$' in md and r'\tilde q_h' in md
