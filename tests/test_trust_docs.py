@@ -66,3 +66,8 @@ def test_derivation_page_has_its_figure_and_latex_steps():
     md = '\n'.join(''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'markdown')
     assert re.findall(r'`[^`\n]*(?:\^|sqrt)[^`\n]*`', md) == []          # math is LaTeX, not code spans
     assert '$$' in md and r'\tilde q_h' in md
+
+def test_changelog_exists_and_the_readme_names_it():
+    text = (root/'CHANGELOG.md').read_text()
+    assert text.startswith('# Changelog') and '## Unreleased' in text and "'lp'" in text
+    assert 'CHANGELOG.md' in readme()[readme().index('## Development'):]
