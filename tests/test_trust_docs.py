@@ -71,3 +71,16 @@ def test_changelog_exists_and_the_readme_names_it():
     text = (root/'CHANGELOG.md').read_text()
     assert text.startswith('# Changelog') and '## Unreleased' in text and "'lp'" in text
     assert 'CHANGELOG.md' in readme()[readme().index('## Development'):]
+
+def test_api_page_leads_with_six_names_that_exist():
+    import importlib
+    cells = [''.join(c['source']) for c in json.loads((root/'nbs'/'api.ipynb').read_text())['cells']
+             if c['cell_type'] == 'markdown']
+    first = cells[1]                                           # cells[0] is the title
+    assert first.startswith('## The six names you need')
+    six = re.findall(r'^\| `(\w+)` \|', first, re.M)
+    assert len(six) == 6
+    where = {'ep_probe': 'pipeline', 'run_probing': 'pipeline', 'results_table': 'pipeline', 'create_probe': 'probes',
+             'create_encoder': 'encoders', 'ep_compare': 'leaderboard'}
+    assert set(six) == set(where)
+    for n in six: assert callable(getattr(importlib.import_module(f'ep_probing.{where[n]}'), n))
