@@ -87,15 +87,16 @@ def register_probe(name:str, # the name `create_probe` knows it by
                    tokens:str='patch', # what the pool reads by default
                    grid:bool=False, # needs a square grid of patch tokens (no `_all` variant)
                    attention:bool=True, # has `attn_weights` (and an `_all` variant)
+                   aliases:tuple=(), # other names `create_probe` accepts for it, e.g. ('lp',) for 'cls'
                   ):
     "Decorator: register a pool factory `f(dim, **kwargs) -> nn.Module` as a probe"
     def _inner(f):
-        probe_registry[name] = dict(factory=f, tokens=tokens, grid=grid, attention=attention)
+        probe_registry[name] = dict(factory=f, tokens=tokens, grid=grid, attention=attention, aliases=tuple(aliases))
         return f
     return _inner
 
 # %% ../nbs/04_probes.ipynb #b1e469ea
-@register_probe('cls', tokens='prefix', attention=False)
+@register_probe('cls', tokens='prefix', attention=False, aliases=('lp',))   # lp: the paper's name
 def cls_pool(dim:int): "LP on the [CLS] token"; return TokenPool(dim, 0)
 
 @register_probe('gap', attention=False)
@@ -129,8 +130,9 @@ def list_probes(variants:bool=True # include the `_all` variants
 
 # %% ../nbs/04_probes.ipynb #e7ca4484
 def _lookup(name):
-    "The registry entry and token mode of `name`, or a `ValueError` listing the valid names"
+    "The registry entry and token mode of `name` (or its alias), or a `ValueError` listing the valid names"
     if name not in probe_registry: import ep_probing.zoo   # noqa: F401 (registers the paper's baseline probes, once)
+    name = next((n for n, r in probe_registry.items() if name in r.get('aliases', ())), name)
     if name in probe_registry: r = probe_registry[name]; return r, r['tokens']
     base = name[:-4] if isinstance(name, str) and name.endswith('_all') else None
     if base in probe_registry and f'{base}_all' in list_probes(): return probe_registry[base], 'all'

@@ -1,0 +1,86 @@
+"Names and pages a researcher reads: the `lp` alias, the README's length and citation, the guides' claims."
+import json, re
+from pathlib import Path
+import torch
+from ep_probing.probes import create_probe, TokenPool
+
+root = Path(__file__).resolve().parent.parent
+
+def test_lp_is_an_alias_of_cls():
+    torch.manual_seed(0)
+    p = create_probe('lp', 32, 10)
+    assert isinstance(p.pool, TokenPool) and p.tokens == 'prefix'
+    x, prefix = torch.randn(2, 16, 32), torch.randn(2, 1, 32)
+    assert p(x, prefix).shape == (2, 10)
+    q = create_probe(**p.config)                       # the config rebuilds it
+    assert q.tokens == 'prefix' and q.config == p.config
+
+def readme(): return (root/'README.md').read_text()
+
+def test_readme_first_result_within_300_words():
+    text = re.sub(r'<!--.*?-->', '', readme(), flags=re.S)
+    first = min(i for i in (text.find('<table'), text.find('![')) if i >= 0)
+    assert len(text[:first].split()) <= 300
+
+def test_readme_installs_runs_and_cites_the_paper():
+    text = readme()
+    assert 'git clone https://github.com/ep-probing/ep_probing' in text and 'pip install -e .' in text
+    assert 'https://arxiv.org/abs/2506.10178' in text and 'https://github.com/billpsomas/efficient-probing' in text
+    assert re.search(r'@inproceedings\{psomas2026attention,.*?eprint\s*=\s*\{2506\.10178\}', text, re.S)
+    assert 'comparable with the paper' not in text            # nothing shows the paper's leaderboard side by side
+    dev = text[text.index('## Development'):]                 # the contributor command, after the user's part
+    assert '\nbash tests/run.sh\n' in dev and 'tests/run.sh' not in text[:text.index('## Development')]
+
+def pages():
+    "Every page the docs site has: `nbs/NN_name.ipynb` -> `name.html`, `nbs/guides/x.ipynb` -> `guides/x.html`"
+    nbs = root/'nbs'
+    return {str(p.relative_to(nbs).with_name(re.sub(r'^\d+[a-z]?_', '', p.stem) + '.html'))
+            for p in nbs.rglob('*.ipynb') if not any(o[0] in '_.' for o in p.relative_to(nbs).parts)}
+
+def local_links(text, base=''):
+    "The site pages that markdown `text` links to, relative to folder `base`, anchors dropped"
+    import posixpath
+    return {posixpath.normpath(posixpath.join(base, m)) for m in re.findall(r'\]\(([\w./-]+\.html)(?:#[\w-]*)?\)', text)
+            if not m.startswith('http')}
+
+def test_readme_and_guides_link_only_to_pages_that_exist():
+    have = pages()
+    assert {'guides/which_probe.html', 'guides/reproduce.html', 'guides/faq.html'} <= have
+    assert local_links(readme()) - have == set()
+    for g in (root/'nbs'/'guides').glob('*.ipynb'):
+        text = ''.join(''.join(c['source']) for c in json.loads(g.read_text())['cells'] if c['cell_type'] == 'markdown')
+        assert local_links(text, 'guides') - have == set(), g.name
+
+def test_guides_are_in_the_sidebar_between_tutorials_and_derivation():
+    import yaml
+    sections = [s['section'] for s in yaml.safe_load((root/'nbs'/'sidebar.yml').read_text())['website']['sidebar']['contents']
+                if isinstance(s, dict)]
+    assert sections == ['Get started', 'Guides', 'Derivation', 'Reference', 'Internals']
+
+def test_derivation_page_has_its_figure_and_latex_steps():
+    nb = json.loads((root/'nbs'/'02_derivation.ipynb').read_text())
+    code = [''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'code']
+    fig = [c for c in nb['cells'] if c['cell_type'] == 'code' and 'FancyBboxPatch(' in ''.join(c['source'])]
+    assert len(fig) == 1 and any('image/png' in o.get('data', {}) for o in fig[0]['outputs'])    # drawn by a cell, stored
+    assert any('test_fig_exists(ax)' in s for s in code)
+    md = '\n'.join(''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'markdown')
+    assert re.findall(r'`[^`\n]*(?:\^|sqrt)[^`\n]*`', md) == []          # math is LaTeX, not code spans
+    assert '$$' in md and r'\tilde q_h' in md
+
+def test_changelog_exists_and_the_readme_names_it():
+    text = (root/'CHANGELOG.md').read_text()
+    assert text.startswith('# Changelog') and '## Unreleased' in text and "'lp'" in text
+    assert 'CHANGELOG.md' in readme()[readme().index('## Development'):]
+
+def test_api_page_leads_with_six_names_that_exist():
+    import importlib
+    cells = [''.join(c['source']) for c in json.loads((root/'nbs'/'api.ipynb').read_text())['cells']
+             if c['cell_type'] == 'markdown']
+    first = cells[1]                                           # cells[0] is the title
+    assert first.startswith('## The six names you need')
+    six = re.findall(r'^\| `(\w+)` \|', first, re.M)
+    assert len(six) == 6
+    where = {'ep_probe': 'pipeline', 'run_probing': 'pipeline', 'results_table': 'pipeline', 'create_probe': 'probes',
+             'create_encoder': 'encoders', 'ep_compare': 'leaderboard'}
+    assert set(six) == set(where)
+    for n in six: assert callable(getattr(importlib.import_module(f'ep_probing.{where[n]}'), n))
