@@ -515,7 +515,7 @@ def check_resume(out, # the output folder of an interrupted run
                 ):
     "Before any work: refuse to resume the run in `out` if an option of `record` differs from the one it recorded"
     work = Path(out)/'.partial'
-    if (work/'checkpoint.pth').exists():
+    if (work/'checkpoint.pth').exists() and (work/'run.json').exists():     # else `fit_probes` says what is wrong
         _check_resume(work/'run.json', json.loads(json.dumps(record, default=str)), only_given=True)
 
 # %% ../nbs/09a_fit.ipynb #d855702e

@@ -137,10 +137,11 @@ def test_stdout_closed(tmp_path):
 
 def test_bad_image_read_in_a_worker(tmp_path, monkeypatch, capsys):
     "With `--workers 2`, an image that cannot be read gives the original error's one line, not the worker's traceback"
+    # streamed: the image is first read in a worker (a cached run's fingerprint reads this tiny set in the main process)
     root = make_tiny('dtd', tmp_path/'data')
     (root/'dtd'/'dtd'/'images'/'braided'/'braided_0002.jpg').write_bytes(b'\xff\xd8 not a jpeg')
     code, _, err = run_cli(monkeypatch, capsys, ['--data', 'dtd', '--data_path', root, '--workers', '2', '--epochs', '1',
-                                                 '--bs', '4', '--out', tmp_path/'o', '--cache_dir', tmp_path/'c'])
+                                                 '--stream', '--bs', '4', '--out', tmp_path/'o', '--cache_dir', tmp_path/'c'])
     errors = [l for l in err.splitlines() if not l.startswith('ep_probe: warning: dtd: 3 classes')]   # a tiny copy
     one_line_error(code, '\n'.join(errors), 'braided_0002.jpg')
     assert 'worker' not in err and len(errors[0]) < 400, err
