@@ -176,6 +176,17 @@ def survive_closed_stdout(enabled:bool=True):
     try: yield
     finally: sys.stdout.flush(); sys.stdout = old                       # what is still buffered, safely
 
+# %% ../nbs/00_core.ipynb #b1d2e3f4
+def _one_line(e:BaseException)->str:
+    "`e`'s message on one line: from a DataLoader worker or a fastai callback, the original error's own message"
+    s = re.sub(r'^Exception occured in `\w+` when calling event `\w+`:\s*', '', str(e))   # fastai's, for a callback
+    if 'Original Traceback (most recent call last)' in s:           # torch's `ExceptionWrapper.reraise`
+        lines = s.splitlines()
+        i = max(i for i, l in enumerate(lines) if l.startswith('  File ')) + 1     # the last frame
+        while i < len(lines) and lines[i].startswith(' '): i += 1              # and its code lines
+        s = re.sub(r'^[\w.]+: ', '', '\n'.join(lines[i:]), count=1)          # 'ValueError: msg' -> 'msg'
+    return ' '.join(s.split()) or type(e).__name__
+
 # %% ../nbs/00_core.ipynb #afba8afc
 class Interrupted(KeyboardInterrupt):
     "Ctrl-C during a run; its message says what was saved and how to continue"
@@ -199,17 +210,25 @@ def user_errors(cmd:str, # the command's name, e.g. 'ep_probe'
         print(f"{cmd}: {e if isinstance(e, Interrupted) and str(e) else 'interrupted'}", file=sys.stderr); sys.exit(130)
     except user_error_types as e:
         if debug: raise
-        msg = ' '.join(str(e).split()) or type(e).__name__
-        print(f"{cmd}: error: {msg} (--debug shows the traceback)", file=sys.stderr); sys.exit(2)
+        print(f"{cmd}: error: {_one_line(e)} (--debug shows the traceback)", file=sys.stderr); sys.exit(2)
     finally: _on_cli.reset(token)
 
 # %% ../nbs/00_core.ipynb #69a9ce1f
+_cli_forms = dict(norm=lambda v: f"--norm {({None: 'auto', True: 'on', False: 'off'}).get(v, v)}",   # `--norm on`
+                  pretrained=lambda v: 'no --random_init' if v else '--random_init')   # the flag says the opposite
+
+_no_value = object()
+
 def spell(name:str, # the option's Python name, e.g. 'cache_dir'
-          value=None, # its value, if the message gives one
+          value=_no_value, # its value, if the message gives one (None too)
          )->str:
     "Option `name` as the user spells it: `--name value` inside a console script, `name=value` in Python"
-    if _on_cli.get(): return f"--{name}" + ('' if value is None else f" {value}")
-    return name + ('=' if value is None else f"={value!r}")
+    given = value is not _no_value
+    if _on_cli.get():
+        if given and name in _cli_forms: return _cli_forms[name](value)
+        if isinstance(value, bool): return f"--{name}" if value else f"no --{name}"     # a switch: given or not
+        return f"--{name}" + (f" {value}" if given else '')
+    return name + (f"={value!r}" if given else '=')
 
 # %% ../nbs/00_core.ipynb #62ce1d83
 _held_locks = {}
@@ -380,11 +399,22 @@ def light_parser(mod:str, # a module of ep_probing, e.g. 'pipeline'
         return _light_parser(path.read_text(encoding='utf-8'), name, f'ep_probing/{mod}.py')
     except Exception: return anno_parser(getattr(importlib.import_module(f'ep_probing.{mod}'), name))
 
+# %% ../nbs/00_core.ipynb #c3d4e5f6
+def _open_closed_std():
+    "A standard output or error closed by the shell (`cmd >&-`) becomes /dev/null: no later file takes its descriptor"
+    for fd, name in ((1, 'stdout'), (2, 'stderr')):
+        try: os.fstat(fd); continue
+        except OSError: pass
+        nul = os.open(os.devnull, os.O_WRONLY)
+        if nul != fd: os.dup2(nul, fd); os.close(nul)
+        if getattr(sys, name) is None: setattr(sys, name, open(fd, 'w', closefd=False))
+
 # %% ../nbs/00_core.ipynb #8bb0c363
 def console(cmd:str, # the command, e.g. 'ep_bench'
             func:str, # where its `call_parse` function lives: 'module:name' in ep_probing
            ):
     "Run the console script `cmd`: the flags of `command_flags[cmd]` checked before torch loads, then `func`"
+    _open_closed_std()
     with user_errors(cmd, '--debug' in sys.argv): precheck(sys.argv[1:], command_flags[cmd])
     from fastcore.script import anno_parser
     import gc, importlib

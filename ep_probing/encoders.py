@@ -18,7 +18,7 @@ from fastcore.basics import patch
 from fastcore.meta import delegates
 from .backbones import resolve_backbone   # a leaf module: it imports nothing from ep_probing
 from .specs import resolve_layers
-from .core import resolve_precision, precision_dtype, asset_path
+from .core import resolve_precision, precision_dtype, asset_path, spell
 
 encoder_registry = {}  # short name -> builder, filled in 'Embedded encoders' below
 
@@ -262,8 +262,8 @@ def _feature_map(self:FrozenEncoder, x):
                                         intermediates_only=True)[-1], 'NCHW'
     except AssertionError as e:                                   # e.g. Hiera has no norm for its feature maps
         if self.norm:
-            raise ValueError(f"norm=True: {type(m).__name__} cannot normalise its feature maps ({e}); "
-                             "use norm=False") from None
+            raise ValueError(f"{spell('norm', True)}: {type(m).__name__} cannot normalise its feature maps ({e}); "
+                             f"use {spell('norm', False)}") from None
         raise
 
 # %% ../nbs/05_encoders.ipynb #eeb0d669
@@ -417,6 +417,23 @@ def _build_encoder(model, # as given to `create_encoder`
                            "a timm model name or an nn.Module")
     return enc, weights
 
+# %% ../nbs/05_encoders.ipynb #e6b8d0f2
+def _check_weights(model, # as given to `create_encoder`
+                   pretrained:bool, checkpoint, # as `create_encoder` has them
+                  ):
+    "A `ValueError` for weight options that cannot apply: random and a file at once; either for a model with its own"
+    if checkpoint is not None and not pretrained:
+        raise ValueError(f"{spell('pretrained', False)} and {spell('checkpoint')} both choose the weights "
+                         "(random, or the file's); give one of them")
+    own = ('a model object, with its own weights' if isinstance(model, nn.Module) else
+           'a shipped encoder, with its own weights' if isinstance(model, str) and model in encoder_registry else None)
+    if own is None: return
+    name = model if isinstance(model, str) else type(model).__name__
+    for given, flag, what in ((checkpoint is not None, spell('checkpoint'), 'loads a file into a timm model'),
+                              (not pretrained, spell('pretrained', False), 'builds a timm model with random weights')):
+        if given: raise ValueError(f"{flag} {what}, but the encoder {name} is {own}; "
+                                   f"leave out {flag}, or name a timm model")
+
 # %% ../nbs/05_encoders.ipynb #e34b5c7b
 def _fit_img_size(enc, # a `FrozenEncoder`
                   img_size, # int or `(h, w)`
@@ -441,7 +458,7 @@ def create_encoder(model, # a short name (`encoder_registry`, `backbone_registry
                    **kwargs, # passed to the short name's builder or to `timm.create_model`
                   )->FrozenEncoder:
     "A `FrozenEncoder` from a short name, a timm name (pretrained or local checkpoint) or a model object"
-    precision = resolve_precision(precision, device or 'cpu')
+    precision = resolve_precision(precision, device or 'cpu'); _check_weights(model, pretrained, checkpoint)
     name, arch, b = model, model, None           # a leaderboard name: its timm name at the paper's input size
     if isinstance(model, str) and model not in encoder_registry and (b := resolve_backbone(model)) is not None:
         name, (arch, img_size, kwargs) = b.name, b.timm_args(pretrained, checkpoint, img_size, **kwargs)

@@ -10,6 +10,7 @@ __all__ = ['Checkpoint', 'load_checkpoint', 'AppendCSVLogger', 'EpochLine', 'CPU
 import os, random, time
 from pathlib import Path
 import numpy as np, torch
+from fastcore.basics import patch
 from fastcore.foundation import L
 from fastai.optimizer import Optimizer, average_grad, momentum_step
 from fastai.callback.schedule import SchedLin, SchedCos, combine_scheds
@@ -19,7 +20,7 @@ from fastai.learner import Learner
 import fastai.distributed  # noqa: F401 (the import adds Learner.distrib_ctx: DDP through accelerate)
 from fastai.distributed import DistributedDL, DistributedTrainer
 from fastai.torch_core import rank_distrib, num_distrib, to_float
-from .core import atomic_write, interactive, Interrupted, resolve_precision
+from .core import atomic_write, interactive, Interrupted, resolve_precision, spell
 
 # %% ../nbs/07a_engine.ipynb #f8f69adb
 def lars_scale(p, trust_coeff=0.001, wd=0., **kwargs):
@@ -69,18 +70,41 @@ def _plain(o):
 
 class Checkpoint(Callback):
     "After every epoch, atomically save the model (or its `part`), optimiser, epoch and each callback's `ckpt_state()`"
-    order, t_before, epochs_saved = 70, 0., 0
+    order, t_before, epochs_saved, smooth = 70, 0., 0, None
     def __init__(self, fname, part:str=None): self.fname, self.part = Path(fname), part   # `part`: e.g. 'probes'
-    def before_fit(self): self.t0 = time.perf_counter()
+    def before_fit(self):
+        self.t0 = time.perf_counter()
+        if self.smooth is not None:                              # after the `Recorder` (order 50) reset it
+            self.learn.recorder.smooth_loss.count, self.learn.recorder.smooth_loss.val = self.smooth
     def after_validate(self): self.validated = True
     def after_epoch(self):
         if not getattr(self, 'validated', False): return
-        self.validated, self.epochs_saved = False, self.epoch + 1
-        if rank_distrib() != 0: return
-        state = dict(epoch=self.epoch, model=_part(self.model, self.part).state_dict(), opt=self.opt.state_dict(),
-                     t_fit=time.perf_counter() - self.t0 + self.t_before,
-                     cbs={type(c).__name__: c.ckpt_state() for c in self.learn.cbs if hasattr(c, 'ckpt_state')})
-        atomic_write(self.fname, lambda t: torch.save(_plain(state), t))
+        self.validated = False
+        if rank_distrib() == 0: self._save()
+        self.epochs_saved = self.epoch + 1
+
+# %% ../nbs/07a_engine.ipynb #a7c3e5d1
+@patch
+def _save(self:Checkpoint):
+    "Write the checkpoint; a failed write (a full disk) keeps the last one and says how to go on"
+    state = dict(epoch=self.epoch, model=_part(self.model, self.part).state_dict(), opt=self.opt.state_dict(),
+                 t_fit=time.perf_counter() - self.t0 + self.t_before,
+                 cbs={type(c).__name__: c.ckpt_state() for c in self.learn.cbs if hasattr(c, 'ckpt_state')})
+    try: atomic_write(self.fname, lambda t: torch.save(_plain(state), t))
+    except (OSError, RuntimeError) as e:                   # torch.save on a full disk: RuntimeError 'enforce fail'
+        why = getattr(e, 'strerror', None) or 'the disk may be full'
+        kept = (f"the checkpoint after epoch {self.epochs_saved} is kept: free space, then continue with "
+                f"{spell('resume', True)}" if self.epochs_saved else "nothing was saved: free space and run it again")
+        raise OSError(f"cannot write the checkpoint {self.fname} after epoch {self.epoch + 1} ({why}); {kept}") from e
+
+@patch
+def ckpt_state(self:Checkpoint)->dict:
+    "The `Recorder`'s smoothed training loss, so that a resumed log goes on with the same numbers"
+    s = self.learn.recorder.smooth_loss
+    return dict(smooth=[s.count, s.val])
+
+@patch
+def load_ckpt_state(self:Checkpoint, s:dict): self.smooth = tuple(s['smooth']) if 'smooth' in s else None
 
 # %% ../nbs/07a_engine.ipynb #c4c5d7f5
 def read_checkpoint(fname)->dict:
@@ -89,10 +113,10 @@ def read_checkpoint(fname)->dict:
     except Exception as e:
         why = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
         raise ValueError(f"cannot resume from {fname}: it is not a checkpoint that loads safely as tensors and plain "
-                         f"values ({type(e).__name__}: {why}); run without --resume to start again") from None
+                         f"values ({type(e).__name__}: {why}); start again with {spell('resume', False)}") from None
     if not isinstance(state, dict) or not {'epoch', 'model', 'opt', 'cbs'} <= set(state):
         raise ValueError(f"cannot resume from {fname}: it lacks the epoch, model, optimiser and callback states "
-                         "of a checkpoint; run without --resume to start again")
+                         f"of a checkpoint; start again with {spell('resume', False)}")
     return state
 
 # %% ../nbs/07a_engine.ipynb #9ba35b59
@@ -108,8 +132,9 @@ def load_checkpoint(learn:Learner, # the learner to restore
         if learn.opt is None: learn.create_opt()
         learn.opt.load_state_dict(state['opt'])
     except (RuntimeError, AssertionError, KeyError) as e:
-        raise ValueError(f"cannot resume: the checkpoint holds other probes or shapes than this run "
-                         f"({(str(e).splitlines() or [''])[0][:120]}); run without --resume to start again") from None
+        why = (str(e).splitlines() or [''])[0][:120]
+        raise ValueError(f"cannot resume: the checkpoint holds other probes or shapes than this run ({why}); "
+                         f"start again with {spell('resume', False)}") from None
     for c in cbs:
         if type(c).__name__ in state['cbs']: c.load_ckpt_state(state['cbs'][type(c).__name__])
     return state['epoch'] + 1, state.get('t_fit', 0.)
@@ -183,7 +208,7 @@ class CPUAutocast(Callback):
 def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
                 precision:str='auto', # 'auto', 'bf16', 'fp16' or 'none' (`core.resolve_precision`)
                 progress:bool=True, # live bars in a terminal or notebook; one line per epoch in logs
-                resume_hint:str='continue with --resume', # what Ctrl-C tells the user
+                resume_hint:str=None, # what Ctrl-C tells the user (default: continue with `resume`)
                )->str: # the precision it trained in
     "Fit `learn` on CUDA if present, with mixed precision, bars or log lines, DDP under torchrun; Ctrl-C: how to resume"
     dev = 'cuda' if torch.cuda.is_available() else 'cpu'
@@ -203,7 +228,8 @@ def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
     try: learn.fit(epochs, cbs=cbs, start_epoch=start_epoch)
     except KeyboardInterrupt:
         n = max([c.epochs_saved for c in cbs if isinstance(c, Checkpoint)], default=0)
-        raise Interrupted(f"interrupted after epoch {n} of {epochs}; {resume_hint}" if n else
+        hint = resume_hint or f"continue with {spell('resume', True)}"
+        raise Interrupted(f"interrupted after epoch {n} of {epochs}; {hint}" if n else
                           "interrupted during the first epoch; nothing was saved, run the command again") from None
     finally:
         if cpu_ac: cpu_ac.close()                            # an error inside a batch must not leave autocast on

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['ProbeSet', 'probes_loss', 'ProbeTopK', 'save_head', 'load_head', 'BestHeads', 'HeadLosses', 'ProbeLoss',
-           'accum_batch', 'probe_learner', 'evaluate_probes', 'ProbeFit', 'prepare_out', 'select_heads', 'fit_probes',
-           'HalveGrid', 'halving_epoch']
+           'accum_batch', 'check_epoch_batch', 'probe_learner', 'evaluate_probes', 'ProbeFit', 'prepare_out',
+           'select_heads', 'fit_probes', 'check_resume', 'HalveGrid', 'halving_epoch']
 
 # %% ../nbs/09a_fit.ipynb #cf04f904
 import contextlib, json, os, shutil, time, warnings
@@ -21,7 +21,7 @@ from fastai.optimizer import Adam
 from fastai.learner import Learner, Metric, ValueMetric
 from fastai.torch_core import rank_distrib, num_distrib
 from safetensors.torch import save_file, load_file
-from .core import check_halving, atomic_write, out_lock, precision_dtype
+from .core import check_halving, atomic_write, out_lock, precision_dtype, spell
 from .stats import pack_correct
 from .probes import create_probe, Probe, n_params
 from .specs import resolve_specs, build_heads
@@ -67,7 +67,7 @@ def tokens(self:ProbeSet, *xb):
     for t in (patch, prefix):
         if t.numel() and not torch.isfinite(t).all():
             raise ValueError(f"the encoder gave non-finite tokens (NaN or inf) in a batch of shape {tuple(t.shape)}; "
-                             "check the images and the encoder's weights, or run without amp")
+                             "check the images and the encoder's weights, or run with " + spell('precision', 'none'))
     return patch, prefix
 
 @patch(as_prop=True)
@@ -258,10 +258,22 @@ def accum_batch(bs:int, # the batch of one device
     world = max(num_distrib(), 1)
     if accum_bs is None: return bs * world
     if accum_bs < bs * world or accum_bs % (bs * world):
-        raise ValueError(f"--accum_bs {accum_bs}: the effective batch must be a multiple of the batch of one step, "
-                         f"--bs {bs} x {world} process(es) = {bs * world}; "
-                         f"e.g. --accum_bs {max(1, round(accum_bs / (bs * world))) * bs * world}")
+        raise ValueError(f"{spell('accum_bs', accum_bs)}: the effective batch must be a multiple of the batch of one "
+                         f"step, {spell('bs', bs)} x {world} process(es) = {bs * world}; "
+                         f"e.g. {spell('accum_bs', max(1, round(accum_bs / (bs * world))) * bs * world)}")
     return accum_bs
+
+def check_epoch_batch(n_train:int, # training images in an epoch
+                      bs:int, # the batch of one step on one device
+                      accum_bs:int=None, # the effective batch asked for (None: no accumulation)
+                     ):
+    "A `ValueError` when an optimiser step takes more images than an epoch has: the run would hardly ever step"
+    if accum_bs is None or accum_bs <= n_train: return
+    step = bs * max(num_distrib(), 1); most = n_train // step * step
+    fix = (f"give {spell('accum_bs')} at most {n_train:,}, e.g. {spell('accum_bs', most)}" if most else
+           f"give a smaller {spell('bs')} and {spell('accum_bs')}")
+    raise ValueError(f"{spell('accum_bs', accum_bs)}: an optimiser step would take {accum_bs:,} images but an epoch "
+                     f"has {n_train:,} training images, so most epochs would end without a step; {fix}")
 
 # %% ../nbs/09a_fit.ipynb #c1d48811
 def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached `(patch, prefix)` tokens, and labels
@@ -343,7 +355,8 @@ def prepare_out(out)->Path:
     out = Path(out)
     try: out.mkdir(parents=True, exist_ok=True); (out/'.write_test').write_text('ok'); (out/'.write_test').unlink()
     except OSError as e:
-        raise ValueError(f"cannot write to the output folder {out} ({e.strerror}); choose a writable --out") from None
+        raise ValueError(f"cannot write to the output folder {out} ({e.strerror}); "
+                         f"choose a writable {spell('out')}") from None
     return out
 
 def _publish(work:Path, out:Path):
@@ -436,6 +449,7 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
                finish=None, # `finish(fit, folder)` writes extra artefacts into the run's folder before publishing
                cbs:list=None, # extra fastai callbacks for this fit
                halving:float=0., # halve each probe's grid after this fraction of the epochs (`HalveGrid`); 0: never
+               record:dict=None, # the caller's options that shape the result (data, encoder...): `resume` checks them
                **kwargs, # to `probe_learner`: encoder, layer_order, depth, opt, blr, lr, blrs, wd, accum_bs, heads
               )->ProbeFit:
     "Train the probes of `specs` together; return their `ProbeFit`: the learner with the best heads loaded, the tables"
@@ -445,7 +459,7 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
     rank0, specs = rank_distrib() == 0, learn.model.specs
     out = (prepare_out(out) if rank0 else Path(out)) if out is not None else None
     cbs = _fit_callbacks(dls, specs, out, seed, pct_warmup, meta, cbs, kwargs.get('accum_bs'), halve_at)
-    opts = _run_options(learn, seed=seed, epochs=epochs, pct_warmup=pct_warmup, precision=precision, meta=meta,
+    opts = _run_options(learn, record, seed=seed, epochs=epochs, pct_warmup=pct_warmup, precision=precision, meta=meta,
                         halving=halving, **kwargs)
     with (out_lock(out) if out is not None and rank0 else contextlib.nullcontext()):
         start, t_before = _start(learn, out, resume, cbs, opts)
@@ -453,12 +467,13 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
         return _run(learn, cbs, epochs, start, t_before, out, work, precision, progress, test_dl, finish)
 
 # %% ../nbs/09a_fit.ipynb #de382ed0
-def _run_options(learn, **kw)->dict:
-    "What shapes a run's result: its probes and learning rates, sizes and the options in `kw`, as plain JSON values"
+def _run_options(learn, record:dict=None, **kw)->dict:
+    "What shapes a run's result: the caller's `record`, the probes and learning rates, sizes and `kw`, as JSON values"
     specs = learn.model.specs.values()
     o = dict(probes=[s.text for s in specs], lrs=[float(s.peak_lr) for s in specs],
              bs=learn.dls.train.bs, n_train=len(learn.dls.train_ds), n_valid=len(learn.dls.valid_ds),
              **{k: v for k, v in kw.items() if k not in ('encoder', 'heads')})
+    o = {**(record or {}), **{k: v for k, v in o.items() if k not in (record or {})}}   # the caller's words first
     return json.loads(json.dumps(o, default=str))
 
 def _start(learn, out, resume:bool, cbs:list, opts:dict)->tuple:
@@ -466,31 +481,42 @@ def _start(learn, out, resume:bool, cbs:list, opts:dict)->tuple:
     if out is None: return 0, 0.
     work, rank0 = out/'.partial', rank_distrib() == 0
     ck, start, t_before = work/'checkpoint.pth', 0, 0.
+    saver = Checkpoint(ck, part='probes')                             # it also carries the log's smoothed loss
     if resume and ck.exists():
         state = read_checkpoint(ck)                                    # tensors and plain values only: nothing runs
         _check_resume(work/'run.json', opts)
-        start, t_before = load_checkpoint(learn, state, cbs, part='probes')
+        start, t_before = load_checkpoint(learn, state, [*cbs, saver], part='probes')
     elif rank0 and work.exists(): shutil.rmtree(work)
     if rank0:
         work.mkdir(parents=True, exist_ok=True)
         atomic_write(work/'run.json', lambda t: Path(t).write_text(json.dumps(opts, indent=1)))
-        cbs += [Checkpoint(ck, part='probes'), AppendCSVLogger(work/'log.csv', keep=start)]
+        cbs += [saver, AppendCSVLogger(work/'log.csv', keep=start)]
     return start, t_before
 
 # %% ../nbs/09a_fit.ipynb #f2aa5c3f
-def _check_resume(f:Path, opts:dict):
+def _check_resume(f:Path, opts:dict,
+                  only_given:bool=False, # compare the options of `opts` only (a check before the run is built)
+                 ):
     "Refuse to resume the run recorded in `f` with options other than `opts`, naming the first that differs"
     try: old = json.loads(f.read_text())
     except (OSError, ValueError): old = None
     if not isinstance(old, dict):
         raise ValueError(f"cannot resume the run in {f.parent.parent}: its record {f.name} is missing or unreadable; "
-                         "run without --resume to start again")
-    for k in opts.keys() | old.keys():
+                         f"start again with {spell('resume', False)}")
+    for k in [*opts, *([] if only_given else old.keys() - opts.keys())]:
         if old.get(k) != opts.get(k):
-            short = lambda v: (s if len(s := json.dumps(v)) < 90 else s[:87] + '...')
-            raise ValueError(f"--resume: the interrupted run in {f.parent.parent} has {k}={short(old.get(k))} "
-                             f"but this command gives {k}={short(opts.get(k))}; "
-                             "repeat the run's options, or run without --resume to start again")
+            short = lambda v: (v if len(s := json.dumps(v)) < 90 else s[:87] + '...')
+            raise ValueError(f"{spell('resume')}: the interrupted run in {f.parent.parent} has "
+                             f"{spell(k, short(old.get(k)))} but this command gives {spell(k, short(opts.get(k)))}; "
+                             f"repeat the run's options, or start again with {spell('resume', False)}")
+
+def check_resume(out, # the output folder of an interrupted run
+                 record:dict, # the caller's options that shape the result (`fit_probes`' `record`)
+                ):
+    "Before any work: refuse to resume the run in `out` if an option of `record` differs from the one it recorded"
+    work = Path(out)/'.partial'
+    if (work/'checkpoint.pth').exists() and (work/'run.json').exists():     # else `fit_probes` says what is wrong
+        _check_resume(work/'run.json', json.loads(json.dumps(record, default=str)), only_given=True)
 
 # %% ../nbs/09a_fit.ipynb #d855702e
 def _grid_curves(specs:dict, bh)->'pd.DataFrame':

@@ -16,9 +16,9 @@ from fastcore.meta import delegates
 from fastcore.script import call_parse
 from .prepare import Prepared
 from .datasets import data_table
-from .fit import fit_probes, prepare_out, accum_batch, ProbeFit, halving_epoch
+from .fit import fit_probes, prepare_out, accum_batch, check_epoch_batch, check_resume, ProbeFit, halving_epoch
 from .specs import parse_blrs
-from .core import Interrupted, user_errors, out_lock, run_flags, write_json
+from .core import Interrupted, user_errors, out_lock, run_flags, write_json, spell
 from .knn import knn_eval, knn_best
 from .backbones import backbone_table
 from .stats import vs_best
@@ -42,7 +42,8 @@ def check_run_options(opt:str, # 'adamw' or 'lars'
     "Raise a `ValueError` naming the flag of any `run_probing` option that cannot work (the checks of `core.run_flags`)"
     for k, v in opts.items():
         if v is not None and k in run_flags: run_flags[k](v)
-    if opt not in ('lars', 'adamw'): raise ValueError(f"--opt {opt!r}: use 'adamw' or 'lars' (the paper's recipe)")
+    if opt not in ('lars', 'adamw'):
+        raise ValueError(f"{spell('opt', opt)}: use 'adamw' or 'lars' (the paper's recipe)")
 
 # %% ../nbs/11_pipeline.ipynb #f6b98818
 @dataclass
@@ -64,11 +65,25 @@ class ProbeRun:
 def _knn(p:Prepared, knn:bool, out)->dict:
     "k-NN sweeps on the run's cached tokens (written to `out/knn.json`), when asked for"
     if not knn: return None
-    if p.stream: warnings.warn("--knn needs cached tokens; it is skipped with --stream"); return None
+    if p.stream:
+        warnings.warn(f"{spell('knn', True)} needs cached tokens; it is skipped with {spell('stream', True)}")
+        return None
     res = knn_eval(p.train_cache, p.test_cache, p.train_rows, layer=p.layers[-1])
     if out is not None:
         write_json(Path(out)/'knn.json', knn_best(res))
     return res
+
+# %% ../nbs/11_pipeline.ipynb #c2e4a6b8
+# where and how a run goes, not what it finds: everything else `run_probing` takes is recorded for `resume`
+_not_result = ('out', 'resume', 'knn', 'progress', 'workers', 'cache_dir', 'device')
+
+def _result_options(given:dict, # `run_probing`'s arguments (more names are ignored)
+                   )->dict:
+    "Every option of `run_probing` that shapes its result (all but `_not_result`), with its default where not given"
+    ps = inspect.signature(run_probing).parameters                  # with `Prepared`'s options (`delegates`)
+    o = {k: given.get(k, p.default) for k, p in ps.items() if k not in _not_result and p.kind != p.VAR_KEYWORD}
+    if not isinstance(o['encoder'], str): o['encoder'] = type(o['encoder']).__name__   # its weights: `meta`'s hash
+    return o
 
 # %% ../nbs/11_pipeline.ipynb #6a897677
 @delegates(Prepared.__init__)
@@ -82,23 +97,23 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
                 knn:bool=False, # also run the k-NN sweep on the cached [CLS] / mean tokens
                 **kwargs): # the run's inputs: `Prepared`'s options (data, layers, bs, seed, precision, ...)
     "Probe a frozen `encoder` on `data` with several probes at once; returns a `ProbeRun`"
-    t0 = time.perf_counter()
-    check_run_options(opt, epochs=epochs, blr=blr, lr=lr, halving=halving, **kwargs)
+    t0, record = time.perf_counter(), _result_options({**locals(), **kwargs})
+    check_run_options(opt, epochs=epochs, blr=blr, lr=lr, halving=halving, **kwargs); blrs = parse_blrs(blrs)
     if accum_bs is not None: accum_batch(kwargs.get('bs', 256), accum_bs)      # a multiple of the batch, first
-    blrs = parse_blrs(blrs)
     with (out_lock(prepare_out(out)) if out is not None else contextlib.nullcontext()):   # writable, ours alone, first
-        p = Prepared(encoder, **kwargs)
+        if resume and out is not None: check_resume(out, record)         # before the encoder, data and tokens
+        p = Prepared(encoder, **kwargs); check_epoch_batch(len(p.tr_idx), p.bs, accum_bs)   # before extraction
         specs, heads = p.heads(probes, opt=opt, blrs=blrs, blr=blr, lr=lr, batch=accum_batch(p.bs, accum_bs))
         try: dls = p.dls
         except KeyboardInterrupt:
             raise Interrupted('interrupted during feature extraction; run the same command again: '
                               'the shards already written are kept') from None
-        options = dict(seed=p.seed, epochs=epochs, opt=opt, bs=p.bs, accum_bs=accum_bs, stream=p.stream, blrs=blrs,
-                       blr=blr, lr=lr, halving=halving)
+        finish = partial(_run_record, p=p, options=dict(seed=p.seed, epochs=epochs, opt=opt, bs=p.bs, accum_bs=accum_bs,
+                                                        stream=p.stream, blrs=blrs, blr=blr, lr=lr, halving=halving))
         fit = fit_probes(dls, specs, len(p.classes), p.dim, heads=heads, epochs=epochs, out=out, resume=resume,
                          seed=p.seed, precision=p.precision, progress=p.progress, meta=p.meta, test_dl=p.test_dl,
                          encoder=p.enc if p.stream else None, layer_order=p.layers, depth=p.depth, opt=opt, blr=blr,
-                         lr=lr, accum_bs=accum_bs, halving=halving, finish=partial(_run_record, p=p, options=options))
+                         lr=lr, accum_bs=accum_bs, halving=halving, record=record, finish=finish)
         return ProbeRun(fit, p, p.meta, dict(total_s=time.perf_counter() - t0), _knn(p, knn, out))
 
 # %% ../nbs/11_pipeline.ipynb #0be4876f

@@ -15,7 +15,7 @@ from .cache import cache_dls, TokenLoaders
 from .data import stratified_split, subset_indices, stream_dls
 from .datasets import load_data
 from .specs import resolve_specs, build_heads, check_heads
-from .core import resolve_precision
+from .core import resolve_precision, spell
 
 # %% ../nbs/10b_prepare.ipynb #74c45f4b
 def _encoder(encoder, layers, precision:str, **kwargs)->FrozenEncoder:
@@ -36,8 +36,9 @@ def split_rows(train_ds, test_ds, # the train and test datasets
     a, b = stratified_split(Subset(train_ds, idx.tolist()), valid_pct, seed)
     tr_idx, va_idx = idx[a], idx[b]
     if not len(tr_idx) or not len(va_idx):
-        raise ValueError(f"--train_size {train_size} leaves {len(tr_idx)} training and {len(va_idx)} validation "
-                         f"images (--valid_pct {valid_pct}); give a larger --train_size, at least a few per class")
+        raise ValueError(f"{spell('train_size', train_size)} leaves {len(tr_idx)} training and {len(va_idx)} "
+                         f"validation images ({spell('valid_pct', valid_pct)}); give a larger {spell('train_size')}, "
+                         "at least a few per class")
     if test_size: test_ds = Subset(test_ds, subset_indices(test_ds, test_size, seed).tolist())
     return tr_idx, va_idx, test_ds
 
