@@ -568,10 +568,10 @@ def _fp16(t:torch.Tensor, # tokens of a batch `(B, ...)`, fp32
     if t[~ok].isfinite().all():
         raise ValueError(f"the encoder's tokens for {items} reach {t[~ok].abs().max().item():.3g}, "
                          "beyond the fp16 range of the cache (65504), so they would be stored as inf; "
-                         "pass `norm=True` to `create_encoder` (the final norm rescales them) or cache another layer")
+                         f"pass {spell('norm', True)} (the final norm rescales them) or cache another layer")
     raise ValueError(f"the encoder gave NaN or inf tokens for {items}; "
                      "check those images (NaN/inf pixels) and the encoder's weights, "
-                     "or extract without `amp` (fp16 autocast can overflow)")
+                     f"or extract with {spell('precision', 'none')} (fp16 autocast can overflow)")
 
 # %% ../nbs/07_cache.ipynb #9f1e2e21
 def _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers):

@@ -306,6 +306,16 @@ def test_nonfinite_tokens_stop_the_extraction(tmp_path):
     with pytest.raises(ValueError, match=re.escape("NaN or inf tokens for dataset items [0, 1, 2, 3] (batch 0..3)")):
         extract_features(create_encoder(m, layers=[0, 2]), SlowImages(24), tmp_path, progress=False, **ARGS)
 
+def test_token_overflow_speaks_in_flags_on_the_command_line(tmp_path, capsys):
+    "On the command line the overflow names `--norm on` and `--precision none`, never a Python argument"
+    from ep_probing.core import user_errors
+    enc = create_encoder(tiny_vit(), layers=[0, 2])
+    with pytest.raises(SystemExit) as e, user_errors('ep_probe', cli=True):
+        extract_features(enc, Scaled(17, 1e6), tmp_path, progress=False, **ARGS)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count('\n') == 1 and err.startswith('ep_probe: error: '), err
+    assert 'pass --norm on (the final norm rescales them)' in err and 'norm=True' not in err, err
+
 def test_logs(tmp_path, capsys, monkeypatch):
     extract_features(create_encoder(tiny_vit(), layers=[0, 2]), SlowImages(24), tmp_path/'a', progress=False, **ARGS)
     assert capsys.readouterr().out == ''                            # progress=False: silent
