@@ -138,12 +138,14 @@ def hub_download(url:str, # hf://owner/repo or hf://owner/repo/folder
     raise FileNotFoundError(f"{url}: no ep_head.pth or model.safetensors found, {how}; "
                             "download it once online, or pass a local head")
 
-# %% ../nbs/09b_heads.ipynb #791f40fe
+# %% ../nbs/09b_heads.ipynb #92845e14
 _hub_files = ('config.json', 'model.safetensors', 'README.md')
+_card_numbers = dict(top1='validation top-1', top5='validation top-5', test_top1='test top-1', test_top5='test top-5',
+                     n_test='test images', epoch='best epoch (from 0)', blr='base learning rate', params='parameters')
 
 def model_card(config:dict, meta:dict, command:str=None)->str:
     "A Hub model card (README.md) for a head: what it is, its numbers, how to use it and the command that trained it"
-    nums = {k: meta[k] for k in ('top1', 'top5', 'test_top1', 'test_top5', 'n_test', 'epoch', 'params') if k in meta}
+    nums = {n: meta[k] for k, n in _card_numbers.items() if k in meta}
     rows = '\n'.join(f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in nums.items())
     enc = meta.get('encoder', 'a frozen encoder')
     return '\n'.join([
@@ -202,17 +204,22 @@ def run_head(run, # an `ep_probe` output folder
     h.meta = {**h.meta, **_read_json(mj, 'run ep_probe again'), **row}
     return h
 
-# %% ../nbs/09b_heads.ipynb #7b91244a
+# %% ../nbs/09b_heads.ipynb #78b3ad1c
 def export_head(run, # an `ep_probe` output folder
                 folder, # the Hub-ready folder to write
                 probe:str=None, # one of its probes (default: the best on validation)
                )->Path:
-    "A run's head as a Hub-ready folder (`hub_folder`), its card with the run's numbers and an `ep_probe` command"
+    "A run's head as a Hub-ready folder (`hub_folder`): its card has the run's numbers and an `ep_probe` command"
     h = run_head(run, probe); m = {k: v for k, v in h.meta.items() if k not in ('config', 'test_correct')}
-    args = dict(encoder=m.get('encoder'), data=m.get('data'), layers=m.get('layer'), probes=m.get('probe'),
-                epochs=m.get('epochs'), seed=m.get('seed'), opt=m.get('opt'), bs=m.get('bs'))
+    kw = {k: v for k, v in {**h.config, 'blr': m.get('blr')}.items() if k not in ('name', 'dim', 'num_classes')}
+    spec = h.config['name'] + ':' + ','.join(f'{k}={v}' for k, v in kw.items() if v is not None)
+    n_train = m['n_train'] + m['n_valid'] if 'n_train' in m and 'n_valid' in m else None
+    args = dict(encoder=m.get('encoder'), data=m.get('data'), layers=m.get('layer'), probes=spec.rstrip(':'),
+                epochs=m.get('epochs'), seed=m.get('seed'), opt=m.get('opt'), bs=m.get('bs'), train_size=n_train,
+                test_size=m.get('n_test'))
     cmd = shlex.join(['ep_probe', *[s for k, v in args.items() if v is not None for s in (f'--{k}', str(v))]])
-    return hub_folder(h, folder, m, command=cmd + '   # rebuilt from the run\'s meta.json')
+    note = "   # this probe alone at its chosen blr, from the run's meta.json and results.json (not a bit-exact replay)"
+    return hub_folder(h, folder, m, command=cmd + note)
 
 # %% ../nbs/09b_heads.ipynb #c5cd17c6
 def head_encoder(h:Probe, # a head whose `.meta` names its encoder (`run_head`, `load_head`)

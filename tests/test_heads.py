@@ -166,7 +166,7 @@ def test_export_head_reloads(run, test_images, tmp_path, monkeypatch, capsys):
     hub = export_head(run, tmp_path/'hub', probe='ep')
     assert sorted(f.name for f in hub.iterdir()) == ['README.md', 'config.json', 'model.safetensors']
     card, row = (hub/'README.md').read_text(), next(r for r in json.loads((run/'results.json').read_text()) if r['probe'] == 'ep')
-    assert f"| test_top1 | {row['test_top1']:.4g} |" in card and 'ep_probe --encoder mae_fmnist' in card, card
+    assert f"| test top-1 | {row['test_top1']:.4g} |" in card and f"--probes ep:blr={row['blr']}" in card, card
     a, b = run_head(run, 'ep'), load_head(hub)
     x, pre = torch.randn(2, 49, 192), torch.randn(2, 1, 192)
     torch.testing.assert_close(a(x, pre), b(x, pre))
