@@ -15,11 +15,13 @@ from safetensors.torch import save_file, load_file
 from .core import atomic_write, user_errors, spell
 from .probes import create_probe, Probe
 
-# %% ../nbs/09b_heads.ipynb #8d94d06a
+# %% ../nbs/09b_heads.ipynb #e866f74a
 def save_head(probe:Probe, # a probe made by `create_probe` (it carries `.config`)
               path, # file stem: writes `path.safetensors` and `path.json`
+              hub=None, # also write a Hub-ready folder here (`hub_folder`)
               **meta): # extra facts to record (epoch, accuracy, encoder...)
-    "Save a probe's weights and the config that rebuilds it"
+    "Save a probe's weights and the config that rebuilds it (and, with `hub`, a Hub-ready folder)"
+    if hub is not None: hub_folder(probe, hub, meta)                  # refuses a folder holding other files first
     path = Path(path)
     sd = {k: v.detach().cpu().contiguous() for k, v in probe.state_dict().items()}
     atomic_write(path.with_suffix('.safetensors'), lambda t: save_file(sd, t))

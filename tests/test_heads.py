@@ -6,7 +6,7 @@ import numpy as np, pytest, torch
 from fastcore.script import anno_parser
 import huggingface_hub.constants as hfc
 from ep_probing.data import fmnist_sample, subset_indices
-from ep_probing.heads import ep_predict, load_head, run_head, export_head
+from ep_probing.heads import ep_predict, load_head, save_head, run_head, export_head
 from ep_probing.pipeline import ep_probe
 from ep_probing.probes import create_probe
 from ep_probing.stats import unpack_correct
@@ -98,6 +98,21 @@ def test_release_head_not_ep(tmp_path, monkeypatch, capsys):
     rel = write_release(tmp_path/'row', p, 'siglip')
     img = fmnist_sample('test')[0][0]; img.save(tmp_path/'a.png')
     one_line_error(*run_cli(monkeypatch, capsys, [rel, tmp_path/'a.png'])[::2], "only EP heads")
+
+
+def test_release_head_needs_encoder(tmp_path, monkeypatch, capsys):
+    rel = write_release(tmp_path/'row', create_probe('ep', 32, 3, num_queries=4), 'ep')
+    img = fmnist_sample('test')[0][0]; img.save(tmp_path/'a.png')
+    one_line_error(*run_cli(monkeypatch, capsys, [rel, tmp_path/'a.png'])[::2], 'does not name its encoder; pass --encoder')
+
+
+def test_save_head_hub_folder(tmp_path):
+    p = create_probe('ep', 32, 3, num_queries=4)
+    save_head(p, tmp_path/'h', hub=tmp_path/'hub', top1=0.5, classes=['a', 'b', 'c'])
+    assert sorted(f.name for f in (tmp_path/'hub').iterdir()) == ['README.md', 'config.json', 'model.safetensors']
+    a, b, x = load_head(tmp_path/'h'), load_head(tmp_path/'hub'), torch.randn(2, 9, 32)
+    assert a.meta == b.meta and '| validation top-1 | 0.5 |' in (tmp_path/'hub'/'README.md').read_text()
+    torch.testing.assert_close(a(x), b(x))
 
 
 def test_hf_offline_and_cached(tmp_path, monkeypatch, capsys):
