@@ -394,10 +394,10 @@ def _timm_at_size(name, img_size, **kwargs):
         return timm_model(name, **kwargs)
 
 # %% ../nbs/05_encoders.ipynb #ef7953f4
-def _build_encoder(model, # as given to `create_encoder`
+def _build_encoder(model, # as given to create_encoder
                    arch, # the timm name to build: a leaderboard name's, else `model`
                    name, # the encoder's name: the leaderboard name, else `model`
-                   layers, norm:bool, pretrained:bool, checkpoint, precision, img_size, # as `create_encoder` has them
+                   layers, norm:bool, pretrained:bool, checkpoint, precision, img_size, # as create_encoder has them
                    kwargs:dict, # for the short name's builder or `timm.create_model`
                   )->tuple: # `(FrozenEncoder, where its weights came from)`
     "The `FrozenEncoder` of a model object, a short name (`encoder_registry`) or a timm name, and its weights' source"
@@ -418,8 +418,8 @@ def _build_encoder(model, # as given to `create_encoder`
     return enc, weights
 
 # %% ../nbs/05_encoders.ipynb #e6b8d0f2
-def _check_weights(model, # as given to `create_encoder`
-                   pretrained:bool, checkpoint, # as `create_encoder` has them
+def _check_weights(model, # as given to create_encoder
+                   pretrained:bool, checkpoint, # as create_encoder has them
                   ):
     "A `ValueError` for weight options that cannot apply: random and a file at once; either for a model with its own"
     if checkpoint is not None and not pretrained:
@@ -435,7 +435,7 @@ def _check_weights(model, # as given to `create_encoder`
                                    f"leave out {flag}, or name a timm model")
 
 # %% ../nbs/05_encoders.ipynb #e34b5c7b
-def _fit_img_size(enc, # a `FrozenEncoder`
+def _fit_img_size(enc, # a FrozenEncoder
                   img_size, # int or `(h, w)`
                  ):
     "Check that `enc`'s model takes `img_size` images, and set its data config's input size to it"

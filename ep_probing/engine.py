@@ -121,7 +121,7 @@ def read_checkpoint(fname)->dict:
 
 # %% ../nbs/07a_engine.ipynb #9ba35b59
 def load_checkpoint(learn:Learner, # the learner to restore
-                    fname, # a file written by `Checkpoint` (or its `read_checkpoint`)
+                    fname, # a file written by Checkpoint (or its read_checkpoint)
                     cbs:list=(), # callbacks whose `ckpt_state` was saved (matched by class name)
                     part:str=None, # the part of the model that was saved
                    )->tuple: # (first epoch to run, seconds of training already done)
