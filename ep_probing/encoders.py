@@ -213,7 +213,9 @@ def train(self:FrozenEncoder, mode:bool=True):
     return super(FrozenEncoder, self).train(False)
 
 @patch(as_prop=True)
-def device(self:FrozenEncoder): return next(self.model.parameters()).device
+def device(self:FrozenEncoder):
+    "The device of the encoder's parameters"
+    return next(self.model.parameters()).device
 
 # %% ../nbs/05_encoders.ipynb #2c525595
 def resolve_data_config(model:nn.Module)->dict:
@@ -229,13 +231,21 @@ def resolve_data_config(model:nn.Module)->dict:
 
 # %% ../nbs/05_encoders.ipynb #04037e70
 @patch(as_prop=True)
-def img_size(self:FrozenEncoder)->tuple: return tuple(self.data_config['input_size'][1:])
+def img_size(self:FrozenEncoder)->tuple:
+    "`(H, W)` input size the encoder expects"
+    return tuple(self.data_config['input_size'][1:])
 @patch(as_prop=True)
-def in_chans(self:FrozenEncoder)->int: return self.data_config['input_size'][0]
+def in_chans(self:FrozenEncoder)->int:
+    "Input channels the encoder expects"
+    return self.data_config['input_size'][0]
 @patch(as_prop=True)
-def mean(self:FrozenEncoder)->tuple: return tuple(self.data_config['mean'])
+def mean(self:FrozenEncoder)->tuple:
+    "Per-channel normalisation mean of the encoder's data config"
+    return tuple(self.data_config['mean'])
 @patch(as_prop=True)
-def std(self:FrozenEncoder)->tuple: return tuple(self.data_config['std'])
+def std(self:FrozenEncoder)->tuple:
+    "Per-channel normalisation std of the encoder's data config"
+    return tuple(self.data_config['std'])
 
 # %% ../nbs/05_encoders.ipynb #910f1186
 class ConvertImage:

@@ -71,7 +71,9 @@ def tokens(self:ProbeSet, *xb):
     return patch, prefix
 
 @patch(as_prop=True)
-def device(self:ProbeSet): return next(self.probes.parameters()).device
+def device(self:ProbeSet):
+    "The device of the probes' parameters"
+    return next(self.probes.parameters()).device
 
 # %% ../nbs/09a_fit.ipynb #74c9e663
 @patch

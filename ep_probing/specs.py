@@ -39,24 +39,40 @@ class ProbeSpec:
 
 # %% ../nbs/09_specs.ipynb #59bf884c
 @patch(as_prop=True)
-def name(self:ProbeSpec)->str: return probe_aliases.get(self.alias, self.alias)
+def name(self:ProbeSpec)->str:
+    "The probe's registry name (aliases resolved)"
+    return probe_aliases.get(self.alias, self.alias)
 @patch(as_prop=True)
 def text(self:ProbeSpec)->str:
     "The spec written back: `name[@layer][:key=value,...]`"
     return (self.alias + ('' if self.at is None else f'@{self.at}')
             + (':' + ','.join(f'{k}={v}' for k, v in self.options) if self.options else ''))
 @patch(as_prop=True)
-def label(self:ProbeSpec)->str: return re.sub(r'[^\w@.=-]+', '_', self.text).strip('_')   # for tables and logs
+def label(self:ProbeSpec)->str:
+    "The spec's text, cleaned for tables and logs"
+    return re.sub(r'[^\w@.=-]+', '_', self.text).strip('_')   # for tables and logs
 @patch(as_prop=True)
-def key(self:ProbeSpec)->str: return self.label.replace('.', 'p')    # a valid `nn.ModuleDict` key and file name
+def key(self:ProbeSpec)->str:
+    "The label made a valid `nn.ModuleDict` key and file name"
+    return self.label.replace('.', 'p')    # a valid `nn.ModuleDict` key and file name
+
+# %% ../nbs/09_specs.ipynb #fc084037
 @patch(as_prop=True)
-def opts(self:ProbeSpec)->dict: return {k: _val(v) for k, v in self.options}
+def opts(self:ProbeSpec)->dict:
+    "The spec's options as a dict of parsed values"
+    return {k: _val(v) for k, v in self.options}
 @patch(as_prop=True)
-def blr(self:ProbeSpec)->float: return self.opts.get('blr')
+def blr(self:ProbeSpec)->float:
+    "The base learning rate given in the spec, or None"
+    return self.opts.get('blr')
 @patch(as_prop=True)
-def lr(self:ProbeSpec)->float: return self.opts.get('lr')
+def lr(self:ProbeSpec)->float:
+    "The absolute learning rate given in the spec, or None"
+    return self.opts.get('lr')
 @patch(as_prop=True)
-def kwargs(self:ProbeSpec)->dict: return {k: v for k, v in self.opts.items() if k not in ('blr', 'lr')}
+def kwargs(self:ProbeSpec)->dict:
+    "The options passed to the probe: all but `blr` and `lr`"
+    return {k: v for k, v in self.opts.items() if k not in ('blr', 'lr')}
 
 # %% ../nbs/09_specs.ipynb #f10d7992
 @patch
@@ -124,7 +140,9 @@ def parse_specs(specs, # a comma-separated string, or a list of spec strings and
 
 # %% ../nbs/09_specs.ipynb #0e9172ee
 @patch(as_prop=True)
-def grid_keys(self:ProbeSpec)->list: return [k for k, v in self.options if '|' in v]
+def grid_keys(self:ProbeSpec)->list:
+    "The option names that carry a `|` grid"
+    return [k for k, v in self.options if '|' in v]
 
 def expand_grid(specs:list, # ProbeSpecs, some with `|` in option values
                 blrs:list=None, # base learning rates for the specs that set neither `blr` nor `lr`
