@@ -169,7 +169,11 @@ const nested = [...document.querySelectorAll('a')].filter(a => {
     const p = a.previousSibling, n = a.nextSibling;
     return p && n && p.nodeType === 3 && n.nodeType === 3 && /\[\s*$/.test(p.textContent) && /^\s*\]\(/.test(n.textContent);
 }).map(a => '[' + a.innerText + '](' + a.nextSibling.textContent.replace(/^\s*\]\(/, '').split(')')[0] + ')');
-return {title: document.title, imgs: imgs, errors: errors,
+// headings as read; `Cls.__del__` may render as Cls.<strong>del</strong>: spelled back as a dunder
+const heads = [...document.querySelectorAll('h1, h2, h3, h4')].map(h => { const c = h.cloneNode(true);
+    c.querySelectorAll('strong').forEach(s => { if (/\.$/.test(s.previousSibling?.textContent || '')) s.textContent = '__' + s.textContent + '__'; });
+    return c.innerText.replace(/[\u00b6#]\s*$/, '').trim(); });
+return {title: document.title, imgs: imgs, errors: errors, heads: heads,
         tables: [...document.querySelectorAll('table')].filter(t => t.closest(out)).length,
         text: shown.map(e => e.innerText), outputs: outputs, nested: nested,
         hrefs: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href')),
@@ -197,6 +201,10 @@ def text_problems(info):
         res += [f"raw link markup: {snip(t, m)!r}" for m in RAW_LINK.finditer(t)]
         if SELF_CALL in t: res.append(f"{SELF_CALL!r} shown (give the property a docstring or hide it from show_doc)")
     res += [f"nested link: {n!r} (a link inside a link's text; Markdown shows the outer one raw)" for n in info.get('nested', [])]
+    norm = lambda h: re.sub(r'[`\s]|\(\)$', '', h)
+    hs = info.get('heads', [])
+    res += [f"heading {a!r} repeats the heading after it" for a, b in zip(hs, hs[1:]) if a and norm(a) == norm(b)]
+    res += [f"documented dunder: heading {h!r}" for h in hs if re.search(r'\b__(?!init__)\w+__\b', h)]
     for t in info.get('outputs', []):
         res += [f"build-machine path in an output: {snip(t, m, 40)!r}" for m in MACHINE_PATH.finditer(t)]
         res += [f"warning in an output: {snip(t, m, 60)!r}" for m in WARNING.finditer(t)]
@@ -327,13 +335,16 @@ def main(screenshots=None, reuse=False):
     att = attention_page(pages)
     if att is None: notes.append('no attention-map page yet: nbs/12_viz.ipynb is not on this branch and no notebook stores a figure')
     else: key[att] = ('attention', KEY_PAGES['12_viz'])
+    # the site's pages: those rendered here, and those of sidebar notebooks that another branch adds (noted above)
+    site = [*pages.values(), *(PROC/Path(e).with_name(re.sub(r'^\d+[a-z]?_', '', Path(e).stem) + '.html')
+                               for e in missing_from_branch())]
     if pages:
         d = browser()
         try:
             for p, html in pages.items():
                 info = inspect_page(d, html)
                 fails += [f"{html.name}: {m}" for m in page_problems(info, key.get(p, ('', ()))[1])]
-                fails += [f"{html.relative_to(PROC)}: {m}" for m in text_problems(info) + dead_links(info, html, pages.values())]
+                fails += [f"{html.relative_to(PROC)}: {m}" for m in text_problems(info) + dead_links(info, html, site)]
             if screenshots:
                 sd = Path(screenshots); sd.mkdir(parents=True, exist_ok=True)
                 for p, (role, _) in key.items():

@@ -115,9 +115,14 @@ PLANTED = {   # page stem -> (cells, the start of the one problem the check must
              "warning in an output: 'UserWarning: the vmap"),
     'selfcall': ([code('show_doc(P.size)', markdown_out('### P.size\n\n>      P.size ()\n\n*Call self as a function.*\n'))],
                  "'Call self as a function.' shown"),
+    'repeat': ([md('## fit_probes'), code('show_doc(fit_probes)', markdown_out('### fit_probes\n\n*Fit the heads*\n'))],
+               "heading 'fit_probes' repeats the heading after it"),
+    'dunder': ([code('show_doc(Run.__del__)', markdown_out('### Run.__del__\n\n*Close the run*\n'))],
+               "documented dunder: heading 'Run.__del__'"),
     'clean': ([md('# Clean\nSee [the cache](cache.html#cache), [timm](https://github.com/huggingface/timm), `a[0](x)`.'),
                code('xs = [f][0](1)', stream('accuracy 0.91\n')),
-               code('show_doc(f)', markdown_out('### f\n\n```python\nf(x:Tensor)\n```\n'))], None),
+               md('## Fitting'), code('show_doc(f)', markdown_out('### f\n\n```python\nf(x:Tensor)\n```\n')),
+               code('show_doc(Run.__init__)', markdown_out('### Run.__init__\n\n*Start a run*\n'))], None),
 }
 
 @pytest.fixture(scope='module')
@@ -125,7 +130,7 @@ def planted(tmp_path_factory):
     "One rendered page per defect kind, plus a clean one and `cache.html` for links to point at"
     proc = tmp_path_factory.mktemp('planted')
     for i, (stem, (cells, _)) in enumerate(PLANTED.items()): write_nb(proc/f'{i:02d}_{stem}.ipynb', cells, stem)
-    write_nb(proc/'90_cache.ipynb', [md('# Cache')], 'Cache')
+    write_nb(proc/'90_cache.ipynb', [md('The cache page.')], 'Cache')
     pages, fails = dc.render(proc)
     assert fails == []
     d = dc.browser()
