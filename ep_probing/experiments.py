@@ -50,10 +50,10 @@ _cols = ['probe', 'name', 'layer', 'params', 'seed', 'blr', 'at_edge', 'top1', '
          'n_test', 'test_correct']   # test_correct: each test image's top-1 correctness (`stats.pack_correct`)
 
 def run_probes(p:Prepared, specs:list, seed:int=0, epochs:int=10, sub=None,
-               blrs='default', # lr grid of probes without `blr`/`lr` (`grid_specs`); none if `blr=` or `lr=` is given
+               blrs='default', # lr grid of probes without `blr`/`lr` (grid_specs); none if `blr=` or `lr=` is given
                opt:str='adamw',
                parts=None, # a folder where each run checkpoints every epoch and keeps its results; a rerun reuses them
-               objects=None, # the test images `(n, H, W)` (`test_images`): add `object_table`'s columns per probe
+               objects=None, # the test images `(n, H, W)` (test_images): add object_table's columns per probe
                **kwargs)->pd.DataFrame:
     "Train `specs` and their grids together; per probe: its chosen grid point, test top-1 at its best validation epoch"
     if kwargs.get('blr') is not None or kwargs.get('lr') is not None: blrs = 'none'

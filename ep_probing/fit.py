@@ -229,7 +229,7 @@ class ProbeLoss(Metric):
 # %% ../nbs/09a_fit.ipynb #72fa5048
 class HalveGrid(Callback):
     "After epoch `at` (1-based), keep the better half of each probe's grid points; the rest leave the arithmetic"
-    order = 66                                         # after `BestHeads` has the epoch, before `Checkpoint` saves
+    order = 66                                         # after BestHeads has the epoch, before Checkpoint saves
     def __init__(self, at:int, specs:dict): store_attr(); self.gone = []
     def before_fit(self): unwrap(self.model).dropped = set(self.gone)         # also after a resume
     def after_epoch(self):
@@ -246,7 +246,7 @@ class HalveGrid(Callback):
     def load_ckpt_state(self, s:dict): self.gone = list(s.get('dropped', []))
 
 def halving_epoch(halving:float, # fraction of the epochs after which to halve; 0: never
-                  epochs:int)->int: # the epoch (1-based) after which `HalveGrid` acts; 0: never
+                  epochs:int)->int: # the epoch (1-based) after which HalveGrid acts; 0: never
     "The epoch at which a grid is halved: `round(halving * epochs)`, at least 1; 0 when off or at the last epoch"
     at = max(1, round(halving * epochs)) if check_halving(halving) else 0
     return at if at < epochs else 0

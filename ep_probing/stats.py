@@ -72,7 +72,7 @@ def _paired_diff(a, b)->np.ndarray:
     return 100 * (ra - rb)
 
 def _diff_cis(d:np.ndarray, # `(k, n)` per-image differences in points
-              n_boot:int, ci:float, seed:int, # as in `paired_bootstrap`
+              n_boot:int, ci:float, seed:int, # as in paired_bootstrap
              )->list: # one dict per row: `diff`, `lo`, `hi`
     "Each row's mean with its bootstrap interval; the same numbers as one `paired_bootstrap` call per row"
     lo, hi = np.quantile(_boot_means(d, n_boot, seed), _qs(ci), axis=1)                   # (k,), (k,)

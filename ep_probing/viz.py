@@ -106,12 +106,12 @@ def has_maps(probe:Probe)->bool:
     return (getattr(probe, 'tokens', 'patch') != 'prefix' and hasattr(probe.pool, 'attn_weights')
             and not getattr(probe.pool, 'grid', False))
 
-def object_attention(probe:Probe, # a probe with attention maps (`has_maps`)
+def object_attention(probe:Probe, # a probe with attention maps (has_maps)
                      patch:torch.Tensor, # patch tokens `(B, N, C)`
                      prefix:torch.Tensor, # prefix tokens `(B, P, C)` (or None)
                      images, # grey images `(B, H, W)` in [0, 1] at the encoder's input size, object bright
                      thresh:float=0.1, min_frac:float=0.25, # the mask rule (`stats.object_mask`)
-                    )->dict: # `on_object`, `pointing`, `area`: `(B,)` each
+                    )->dict: # `on_object`, pointing, `area`: `(B,)` each
     "Per image: attention mass on the object, share of queries pointing at it, and the object's share of patches"
     maps = attention_maps(probe, patch, prefix)                                    # (B, M, N)
     mask = object_mask(images, infer_grid(maps.shape[-1]), thresh, min_frac).to(maps.device)   # (B, N)
