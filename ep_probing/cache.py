@@ -686,6 +686,7 @@ def get_batch(self:FeatureCache, idxs # item indices
     if self.squeeze: patch, prefix = patch[:, 0], prefix[:, 0]                                 # (B, N, C), (B, P, C)
     return patch, prefix, torch.from_numpy(self._get('labels', idx))
 
+# %% ../nbs/07_cache.ipynb #71619116
 @patch
 def __getitem__(self:FeatureCache, i:int):
     "`(patch, prefix, label)` of item `i`"
@@ -698,13 +699,20 @@ def __getitem__(self:FeatureCache, i:int):
 # %% ../nbs/07_cache.ipynb #9cc9479f
 @patch(as_prop=True)
 def labels(self:FeatureCache)->torch.Tensor:
+    "Every item's label, `(n,)`, read from the shards"
     return torch.from_numpy(np.concatenate([self._shard_labels(i) for i in range(len(self.manifest['shards']))]))
 @patch(as_prop=True)
-def embed_dim(self:FeatureCache)->int: return self.meta['shapes']['patch'][-1]
+def embed_dim(self:FeatureCache)->int:
+    "Token width `C`"
+    return self.meta['shapes']['patch'][-1]
 @patch(as_prop=True)
-def num_prefix_tokens(self:FeatureCache)->int: return self.meta['shapes']['prefix'][-2]
+def num_prefix_tokens(self:FeatureCache)->int:
+    "Prefix tokens `P` per image ([CLS] and registers)"
+    return self.meta['shapes']['prefix'][-2]
 @patch(as_prop=True)
-def nbytes(self:FeatureCache)->int: return sum(f.stat().st_size for f in self.path.glob('shard_*/*.npy'))
+def nbytes(self:FeatureCache)->int:
+    "Bytes of the shards' `.npy` files on disk"
+    return sum(f.stat().st_size for f in self.path.glob('shard_*/*.npy'))
 
 # %% ../nbs/07_cache.ipynb #1374d5dd
 FeatureCache.max_open = 128                 # files a reader keeps open; past it, it closes the least recently used
@@ -731,6 +739,7 @@ def release(self:FeatureCache):
     for f in self._open.values(): f.close()
     self._open.clear(); self._headers.clear(); self._labels.clear()
 
+# %% ../nbs/07_cache.ipynb #3dafa70e
 @patch
 def __del__(self:FeatureCache):
     if hasattr(self, '_open'): self.release()                      # not after a failed __init__
