@@ -13,7 +13,8 @@ Quarto cannot be installed on our machines, so this is the closest check of what
    table and the attention-map page (`12_viz`) a figure; both are screenshotted to `--screenshots`.
    What a reader sees must be clean: no raw link markup (`[name](url)` shown as text), no nested links, no
    relative link to a page or file the site lacks, no build-machine path or library warning in an output, no
-   "Call self as a function." (the docstring show_doc gives a property that has none).
+   "Call self as a function." (the docstring show_doc gives a property that has none), no documented dunder
+   (but `__init__`), no heading that only repeats the heading after it.
 Besides, every notebook in nbs/ must be listed in nbs/sidebar.yml and every module on the API page.
 
     python .ci/docs_check.py [--screenshots DIR] [--reuse]
