@@ -11,9 +11,13 @@ Quarto cannot be installed on our machines, so this is the closest check of what
    the site, the pages show the outputs stored in the notebooks.
 3. Headless Chromium opens every page: no broken image, no error output. The index page must show a
    table and the attention-map page (`12_viz`) a figure; both are screenshotted to `--screenshots`.
+   What a reader sees must be clean: no raw link markup (`[name](url)` shown as text), no nested links, no
+   relative link to a page or file the site lacks, no build-machine path or library warning in an output, no
+   "Call self as a function." (the docstring show_doc gives a property that has none), no documented dunder
+   (but `__init__`), no heading that only repeats the heading after it.
 Besides, every notebook in nbs/ must be listed in nbs/sidebar.yml and every module on the API page.
 
-    python .ci/docs_check.py [--screenshots DIR]
+    python .ci/docs_check.py [--screenshots DIR] [--reuse]
 It prints one summary line and exits 1 on any failure, each failure naming the page and the problem.
 """
 import argparse, json, os, re, shutil, subprocess, sys, tempfile, time
@@ -157,10 +161,68 @@ const imgs = [...document.images].map(i => ({src: (i.getAttribute('src') || '').
 const tb = /Traceback \(most recent call last\)|^\w*(Error|Exception)\b.*Traceback/m;  // not warnings on stderr
 const errors = [...document.querySelectorAll('.output_error')].map(e => e.innerText)
     .concat([...document.querySelectorAll(out)].map(e => e.innerText).filter(t => tb.test(t)));
-return {title: document.title, imgs: imgs, errors: errors,
+// what a reader sees: the text of markdown cells and outputs (not code input, which may index like `a[0](x)`)
+const shown = [...document.querySelectorAll('.jp-RenderedMarkdown, .text_cell_render, ' + out)]
+    .filter(e => !e.parentElement.closest('.jp-RenderedMarkdown, .text_cell_render, ' + out));
+const outputs = [...document.querySelectorAll(out)].filter(e => !e.parentElement.closest(out)).map(e => e.innerText);
+// a link inside brackets: `[` <a>..</a> `](url)`, what Markdown makes of `[[a](x)](y)` (links cannot nest)
+const nested = [...document.querySelectorAll('a')].filter(a => {
+    const p = a.previousSibling, n = a.nextSibling;
+    return p && n && p.nodeType === 3 && n.nodeType === 3 && /\[\s*$/.test(p.textContent) && /^\s*\]\(/.test(n.textContent);
+}).map(a => '[' + a.innerText + '](' + a.nextSibling.textContent.replace(/^\s*\]\(/, '').split(')')[0] + ')');
+// headings as read; `Cls.__del__` may render as Cls.<strong>del</strong>: spelled back as a dunder
+const heads = [...document.querySelectorAll('h1, h2, h3, h4')].map(h => { const c = h.cloneNode(true);
+    c.querySelectorAll('strong').forEach(s => { if (/\.$/.test(s.previousSibling?.textContent || '')) s.textContent = '__' + s.textContent + '__'; });
+    return c.innerText.replace(/[\u00b6#]\s*$/, '').trim(); });
+return {title: document.title, imgs: imgs, errors: errors, heads: heads,
         tables: [...document.querySelectorAll('table')].filter(t => t.closest(out)).length,
+        text: shown.map(e => e.innerText), outputs: outputs, nested: nested,
+        hrefs: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href')),
         height: Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)};
 """
+
+# What a reader must never see. Raw link markup: `[text](target)` shown as text (nbdev links backticked names even
+# inside a signature's code block, where Markdown does not apply), with a target that looks like a link.
+RAW_LINK = re.compile(r'\[[^\[\]\n]{1,200}\]\((?:https?://|\.{1,2}/|#|[\w./-]+\.(?:html|ipynb|md)\b)[^)\s]*\)')
+# a path on the machine that built the page: this repository, a home or work folder, site-packages, a temp folder
+MACHINE_PATH = re.compile('|'.join([re.escape(str(root)), r'(?<![\w.~])/(?:home|work|root|Users|tmp|mnt|opt|private|var/folders)/[\w.-]+',
+                                    r'site-packages/', r'dist-packages/', r'/usr/lib/python', r'[A-Z]:\\Users\\']))
+WARNING = re.compile(r'\b[A-Z]\w*Warning\b(?::|\s*\(|$)|\bwarnings\.warn\(|please file us an issue', re.M)
+SELF_CALL = 'Call self as a function.'
+
+def snip(text, m, after=0):
+    "The match `m` in `text` (and `after` characters after it), on one line, at most 120 characters"
+    return ' '.join(text[m.start():m.end() + after].split())[:120]
+
+def text_problems(info):
+    "Defects in what the reader sees: raw link markup, nested links, build-machine paths, warnings, "
+    "and the placeholder docstring of properties"
+    res = []
+    for t in info.get('text', []):
+        res += [f"raw link markup: {snip(t, m)!r}" for m in RAW_LINK.finditer(t)]
+        if SELF_CALL in t: res.append(f"{SELF_CALL!r} shown (give the property a docstring or hide it from show_doc)")
+    res += [f"nested link: {n!r} (a link inside a link's text; Markdown shows the outer one raw)" for n in info.get('nested', [])]
+    norm = lambda h: re.sub(r'[`\s]|\(\)$', '', h)
+    hs = info.get('heads', [])
+    res += [f"heading {a!r} repeats the heading after it" for a, b in zip(hs, hs[1:]) if a and norm(a) == norm(b)]
+    res += [f"documented dunder: heading {h!r}" for h in hs if re.search(r'\b__(?!init__)\w+__\b', h)]
+    for t in info.get('outputs', []):
+        res += [f"build-machine path in an output: {snip(t, m, 40)!r}" for m in MACHINE_PATH.finditer(t)]
+        res += [f"warning in an output: {snip(t, m, 60)!r}" for m in WARNING.finditer(t)]
+    return list(dict.fromkeys(res))
+
+def dead_links(info, html, pages):
+    "Relative links of page `html` that reach no page (`pages`: the site's page files) nor a file beside the pages"
+    names, res = {Path(p).resolve() for p in pages}, []
+    for h in dict.fromkeys(info.get('hrefs', [])):
+        if not h or h.startswith('#') or re.match(r'^[a-zA-Z][\w+.-]*:', h): continue   # anchors, http:, mailto:, data:
+        rel = h.split('#')[0].split('?')[0]
+        if not rel: continue
+        t = (Path(html).parent/rel).resolve()
+        alts = {t, t.with_suffix('.html')} if t.suffix in ('.ipynb', '.qmd', '.md') else {t}   # Quarto renames sources
+        if not (alts & names) and not any(a.is_file() and a.suffix not in ('.ipynb', '.qmd', '.md') for a in alts):
+            res.append(f"dead relative link {h!r}")
+    return res
 
 def page_problems(info, needs=()):
     "Problems of one page from what `PAGE_JS` found in it; `needs` is a subset of {'table', 'figure'}"
@@ -253,11 +315,12 @@ def attention_page(pages):
         if any(k.startswith('image/') for c in nb['cells'] for o in c.get('outputs', []) for k in o.get('data', {})): return p
     return None
 
-def main(screenshots=None):
+def main(screenshots=None, reuse=False):
     t0, fails, notes = time.time(), [], []
     fails += layout_problems()
     if miss := missing_from_branch(): notes.append(f"sidebar notebooks not on this branch (skipped): {', '.join(miss)}")
-    pf = proc_nbs(); fails += pf; t1 = time.time()
+    pf = [] if reuse and PROC.exists() else proc_nbs()
+    fails += pf; t1 = time.time()
     src = notebooks()
     for p in src:                                          # every notebook that exists is processed
         rel = p.relative_to(NBS)
@@ -273,12 +336,16 @@ def main(screenshots=None):
     att = attention_page(pages)
     if att is None: notes.append('no attention-map page yet: nbs/12_viz.ipynb is not on this branch and no notebook stores a figure')
     else: key[att] = ('attention', KEY_PAGES['12_viz'])
+    # the site's pages: those rendered here, and those of sidebar notebooks that another branch adds (noted above)
+    site = [*pages.values(), *(PROC/Path(e).with_name(re.sub(r'^\d+[a-z]?_', '', Path(e).stem) + '.html')
+                               for e in missing_from_branch())]
     if pages:
         d = browser()
         try:
             for p, html in pages.items():
                 info = inspect_page(d, html)
                 fails += [f"{html.name}: {m}" for m in page_problems(info, key.get(p, ('', ()))[1])]
+                fails += [f"{html.relative_to(PROC)}: {m}" for m in text_problems(info) + dead_links(info, html, site)]
             if screenshots:
                 sd = Path(screenshots); sd.mkdir(parents=True, exist_ok=True)
                 for p, (role, _) in key.items():
@@ -295,4 +362,6 @@ def main(screenshots=None):
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--screenshots', help='folder for PNG screenshots of the index and attention-map pages')
-    sys.exit(main(ap.parse_args().screenshots))
+    ap.add_argument('--reuse', action='store_true', help='render the `_proc/` of an earlier run (no nbdev_proc_nbs)')
+    a = ap.parse_args()
+    sys.exit(main(a.screenshots, a.reuse))

@@ -32,7 +32,9 @@ class Backbone:
 
 # %% ../nbs/05a_backbones.ipynb #0cf81452
 @patch(as_prop=True)
-def num_patches(self:Backbone)->int: return (self.img_size // self.patch_size) ** 2   # N at the paper's input size
+def num_patches(self:Backbone)->int:
+    "Patch tokens `N` at the paper's input size"
+    return (self.img_size // self.patch_size) ** 2   # N at the paper's input size
 
 @patch(as_prop=True)
 def weights(self:Backbone)->str:

@@ -128,7 +128,7 @@ def bench_batch(batch_size:int, num_tokens:int, dim:int, num_classes:int,
 
 # %% ../nbs/04b_bench.ipynb #b72f4725
 def bench_table(cases:dict, # `{label: probe}`, on the batch's device
-                x, prefix, y, # a batch from `bench_batch`
+                x, prefix, y, # a batch from bench_batch
                 steps:int=10, warmup:int=3, precision:str='none', # timed steps, warm-up steps, autocast
                 memory:bool=True, # also measure the peak MB of a step
                ):
@@ -147,7 +147,7 @@ def bench_table(cases:dict, # `{label: probe}`, on the batch's device
     return pd.DataFrame(rows).set_index('probe')
 
 # %% ../nbs/04b_bench.ipynb #2accd3ac
-def bench_probes(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # case names (see `resolve_cases`) or 'all'
+def bench_probes(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # case names (see resolve_cases) or 'all'
                  batch_size:int=64, num_tokens:int=196, dim:int=768, num_classes:int=1000,
                  steps:int=10, warmup:int=3, # timed steps (median) and untimed warm-up steps
                  device:str=None, # 'cpu', 'cuda', ...; None: CUDA when present
@@ -187,7 +187,7 @@ def _bench_ref(probes:str, # the command's `--probes`
     return ref
 
 # %% ../nbs/04b_bench.ipynb #0cb4cb21
-def _print_bench(df, # from `bench_probes`, its shape in `df.attrs`
+def _print_bench(df, # from bench_probes, its shape in `df.attrs`
                 ):
     "Print a line naming the shape, the device and the machine, then the table `df`"
     import pandas as pd
@@ -230,7 +230,7 @@ def ep_bench(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # comma-separa
         if csv: atomic_write(csv, lambda t: df.to_csv(t)); print(f"wrote {csv}")
 
 # %% ../nbs/04b_bench.ipynb #cdd75c7b
-def plot_bench(df, # a `bench_probes` result (or its CSV read back)
+def plot_bench(df, # a bench_probes result (or its CSV read back)
                ax=None, highlight:str='ep'):
     "Scatter of trainable parameters against forward+backward time, one labelled point per probe"
     import matplotlib.pyplot as plt

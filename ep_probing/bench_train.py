@@ -138,7 +138,7 @@ def _batched_heads(probes:list, z:torch.Tensor # pooled `(B, G, C')`, one slice 
     return (torch.einsum('bgc,gkc->bgk', z, w) + b).unbind(1)
 
 # %% ../nbs/11a_bench_train.ipynb #94297300
-def together(probes:list, # `Probe`s of one kind with the same options (e.g. one probe's grid)
+def together(probes:list, # Probes of one kind with the same options (e.g. one probe's grid)
              how:str=None, # 'pool' (parameter-free pools), 'queries' (attentive) or 'vmap'; None: the first that fits
             ):
     "A function `(x, prefix) -> logits per probe` computing `probes` together, and the way it does it"
@@ -225,7 +225,7 @@ def bench_protocol(enc, ds, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=32, epochs
                 ratio=paper_s / ours_s)                       # the same per tuned result: R cancels
 
 # %% ../nbs/11a_bench_train.ipynb #ef1f4636
-def _joint_text(j:dict, # from `bench_joint`
+def _joint_text(j:dict, # from bench_joint
                 specs:list, # the probes
                )->str:
     "The line `ep_bench_train` prints for `bench_joint`"
@@ -235,7 +235,7 @@ def _joint_text(j:dict, # from `bench_joint`
             f"ratio {j['ratio']:.2f}x (ideal {j['K']}x)")
 
 # %% ../nbs/11a_bench_train.ipynb #6957fb91
-def _cache_text(c:dict, # from `bench_cache`
+def _cache_text(c:dict, # from bench_cache
                )->str:
     "The line `ep_bench_train` prints for `bench_cache`"
     return (f"epochs after the first: streaming {c['stream_epoch_s']:.2f}s, cached {c['cached_epoch_s']:.2f}s: "
@@ -244,7 +244,7 @@ def _cache_text(c:dict, # from `bench_cache`
 # %% ../nbs/11a_bench_train.ipynb #2285a69b
 def _fp(precision:str)->str: return 'fp32' if precision == 'none' else precision   # how the lines name a precision
 
-def _grid_text(g:dict, # from `bench_grid`
+def _grid_text(g:dict, # from bench_grid
                specs:list, # the probes
               )->str:
     "The two lines `ep_bench_train` prints for `bench_grid`"
@@ -256,7 +256,7 @@ def _grid_text(g:dict, # from `bench_grid`
             f"the default precision ({_fp(g['precision'])} autocast) is {g['fp32_ratio']:.2f}x faster")
 
 # %% ../nbs/11a_bench_train.ipynb #de33da1b
-def _stack_text(s:dict, # from `bench_stack`
+def _stack_text(s:dict, # from bench_stack
                )->str:
     "The line `ep_bench_train` prints for `bench_stack`"
     return (f"the heads of each probe's default grid computed together "
@@ -269,7 +269,7 @@ def _stack_text(s:dict, # from `bench_stack`
             f"{s['together_ms']:.0f} ms with each probe together where that is faster: {s['ratio']:.2f}x")
 
 # %% ../nbs/11a_bench_train.ipynb #7adf8603
-def _extract_text(e:dict, # from `bench_extract`
+def _extract_text(e:dict, # from bench_extract
                  )->str:
     "The line `ep_bench_train` prints for `bench_extract`"
     return (f"extraction of {e['images']:,} Fashion-MNIST images by the embedded encoder: "
@@ -277,7 +277,7 @@ def _extract_text(e:dict, # from `bench_extract`
             f"{e['ratio']:.2f}x faster in bf16 (native bf16 here: {native_bf16()})")
 
 # %% ../nbs/11a_bench_train.ipynb #bdb0b58c
-def _protocol_text(p:dict, # from `bench_protocol`
+def _protocol_text(p:dict, # from bench_protocol
                   )->str:
     "The line `ep_bench_train` prints for `bench_protocol`"
     n, heads, all_ = p['images'], p['paper_runs'], p['paper_runs_timed'] == p['paper_runs']

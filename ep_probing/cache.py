@@ -490,7 +490,7 @@ def _cache_size(n:int, # images in the dataset
 
 # %% ../nbs/07_cache.ipynb #9f56b986
 def _start_cache(d:Path, # the cache's folder
-                 bad:dict, # `{damaged shard: what is wrong}`, from `_todo`
+                 bad:dict, # `{damaged shard: what is wrong}`, from _todo
                  meta:dict, # what `meta.json` records
                 ):
     "Make `d`, remove temporary files left in it, heal the damage `bad`, and write `meta.json`"
@@ -509,10 +509,10 @@ def _room(d):
         raise _disk_full(d) from e
 
 # %% ../nbs/07_cache.ipynb #a6790ec4
-def _fill_cache(encoder, dataset, transform, # as `extract_features` has them
+def _fill_cache(encoder, dataset, transform, # as extract_features has them
                 d:Path, # the cache's folder, `root/key`
-                key:str, info:dict, # from `cache_key`
-                shard_size:int, batch_size:int, num_workers:int, progress:bool, # as `extract_features` has them
+                key:str, info:dict, # from cache_key
+                shard_size:int, batch_size:int, num_workers:int, progress:bool, # as extract_features has them
                ):
     "Extract the shards of `d` still to do, write its `meta.json` and then its manifest; report the work done"
     _check_writable(d)
@@ -543,7 +543,7 @@ def extract_features(encoder:FrozenEncoder, # the frozen encoder
                      shard_size:int=1024, # images per shard
                      num_workers:int=0, # DataLoader workers
                      progress:bool=True, # a progress bar in a terminal or notebook, one line in logs; False: silent
-                    ): # returns a `FeatureCache`
+                    ): # returns a FeatureCache
     "Extract `encoder`'s tokens of `dataset` once to an fp16 memory-mapped cache; reuse, repair or resume it by key"
     key, info = cache_key(encoder, dataset, transform, name, shard_size)
     # view: the shapes `encoder.forward` gives
@@ -613,7 +613,7 @@ def _rerun(what:str)->str:
 
 class FeatureCache(Dataset):
     "Cached tokens as a torch `Dataset`: `(patch, prefix, label)` per item"
-    def __init__(self, path, # a cache directory written by `extract_features`
+    def __init__(self, path, # a cache directory written by extract_features
                  layers=None, # block index (no layer axis) or list of indices to read (default: all cached)
                  dtype=torch.float32, # dtype of the returned tokens
                 ):
@@ -686,6 +686,7 @@ def get_batch(self:FeatureCache, idxs # item indices
     if self.squeeze: patch, prefix = patch[:, 0], prefix[:, 0]                                 # (B, N, C), (B, P, C)
     return patch, prefix, torch.from_numpy(self._get('labels', idx))
 
+# %% ../nbs/07_cache.ipynb #71619116
 @patch
 def __getitem__(self:FeatureCache, i:int):
     "`(patch, prefix, label)` of item `i`"
@@ -698,13 +699,20 @@ def __getitem__(self:FeatureCache, i:int):
 # %% ../nbs/07_cache.ipynb #9cc9479f
 @patch(as_prop=True)
 def labels(self:FeatureCache)->torch.Tensor:
+    "Every item's label, `(n,)`, read from the shards"
     return torch.from_numpy(np.concatenate([self._shard_labels(i) for i in range(len(self.manifest['shards']))]))
 @patch(as_prop=True)
-def embed_dim(self:FeatureCache)->int: return self.meta['shapes']['patch'][-1]
+def embed_dim(self:FeatureCache)->int:
+    "Token width `C`"
+    return self.meta['shapes']['patch'][-1]
 @patch(as_prop=True)
-def num_prefix_tokens(self:FeatureCache)->int: return self.meta['shapes']['prefix'][-2]
+def num_prefix_tokens(self:FeatureCache)->int:
+    "Prefix tokens `P` per image ([CLS] and registers)"
+    return self.meta['shapes']['prefix'][-2]
 @patch(as_prop=True)
-def nbytes(self:FeatureCache)->int: return sum(f.stat().st_size for f in self.path.glob('shard_*/*.npy'))
+def nbytes(self:FeatureCache)->int:
+    "Bytes of the shards' `.npy` files on disk"
+    return sum(f.stat().st_size for f in self.path.glob('shard_*/*.npy'))
 
 # %% ../nbs/07_cache.ipynb #1374d5dd
 FeatureCache.max_open = 128                 # files a reader keeps open; past it, it closes the least recently used
@@ -731,6 +739,7 @@ def release(self:FeatureCache):
     for f in self._open.values(): f.close()
     self._open.clear(); self._headers.clear(); self._labels.clear()
 
+# %% ../nbs/07_cache.ipynb #3dafa70e
 @patch
 def __del__(self:FeatureCache):
     if hasattr(self, '_open'): self.release()                      # not after a failed __init__

@@ -349,7 +349,7 @@ def _top_names(tree:ast.Module)->dict:
 # %% ../nbs/00_core.ipynb #b1d5d41a
 def _stand_in(src:str, # the source of a module
               node:ast.FunctionDef, # a function at its top level
-              top:dict, # `_top_names` of the module
+              top:dict, # _top_names of the module
              )->tuple: # the stand-in's source and the names of the functions it delegates to
     "A stand-in for `node`: its `delegates` decorators (`call_parse` dropped), signature, comments and docstring"
     decs = [d for d in node.decorator_list if not (isinstance(d, ast.Name) and d.id == 'call_parse')]

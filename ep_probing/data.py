@@ -92,7 +92,7 @@ def _fetch_checked(fn:Path, # the file to make: `dest/name`, with `name` a key o
 
 # %% ../nbs/06_data.ipynb #527b149f
 def fmnist_download(split:str='train', # 'train' or 'test'
-                    dest:str|Path=None, # directory to download into (default: `fmnist_cache_dir()`)
+                    dest:str|Path=None, # directory to download into (default: fmnist_cache_dir())
                     progress:bool=True, # show a progress bar
                    )->tuple: # (images file, labels file)
     "Download the IDX files of a Fashion-MNIST split, each checked against `fmnist_sha256`"
@@ -133,7 +133,7 @@ class FashionMNIST(Dataset):
     classes = fmnist_classes
     grey_array_items = True         # item i is (the 'L' image of images[i], targets[i]): extraction may batch them
     def __init__(self, split:str='train', # 'train' or 'test'
-                 path:str|Path=None, # directory with the IDX files, searched first (see `fmnist_files`)
+                 path:str|Path=None, # directory with the IDX files, searched first (see fmnist_files)
                  transform=None, # applied to each PIL image
                  download:bool=None, # download when the files are nowhere else (None, True) or never (False)
                 ):
@@ -279,7 +279,7 @@ def _class_name(ds, c):
     return f"class {c} ({names[c]!r})" if names is not None and c < len(names) else f"class {c}"
 
 # %% ../nbs/06_data.ipynb #0a44f01e
-def low_shot_indices(ds, # a labelled dataset (see `targets_of`)
+def low_shot_indices(ds, # a labelled dataset (see targets_of)
                      k:int=None, # images per class
                      frac:float=None, # or: the fraction of each class to keep
                      seed:int=0, # seeds the draw
@@ -305,7 +305,7 @@ def low_shot(ds, k:int=None, frac:float=None, seed:int=0)->Subset:
     return Subset(ds, low_shot_indices(ds, k, frac, seed).tolist())
 
 # %% ../nbs/06_data.ipynb #4a1cf3b2
-def stratified_split(ds, # a labelled dataset (see `targets_of`)
+def stratified_split(ds, # a labelled dataset (see targets_of)
                      valid_pct:float=0.1, # fraction of each class held out
                      seed:int=0, # seeds the draw
                     )->tuple: # (train indices, valid indices), each sorted
@@ -329,9 +329,9 @@ def _save_npz(fn, **arrays):
 
 # %% ../nbs/06_data.ipynb #d244d901
 def make_fmnist_sample(out_stem:str|Path, # writes `<out_stem>.npz` and `<out_stem>.json`
-                       seed:int=0, # seeds `low_shot_indices`
+                       seed:int=0, # seeds low_shot_indices
                        per_class:int=1000, # train images per class
-                       path:str|Path=None, # where the full set's IDX files are (see `fmnist_files`)
+                       path:str|Path=None, # where the full set's IDX files are (see fmnist_files)
                       )->Path: # the `.npz` file
     "Write a stratified, seeded sample of the train split and the full test split, with its provenance"
     tr, te = FashionMNIST('train', path), FashionMNIST('test', path)
@@ -379,7 +379,7 @@ class TransformDataset(Dataset):
     def __getitem__(self, i): x, y = self.ds[i]; return self.transform(x), y
 
 # %% ../nbs/06_data.ipynb #cf7b3a7a
-def stream_dls(enc, # a `FrozenEncoder` (its `transform`)
+def stream_dls(enc, # a FrozenEncoder (its `transform`)
                tr, te, # train and test datasets of `(PIL image, label)`
                tr_idx, va_idx, # indices into `tr` of the training and validation images
                bs:int, workers:int=0, device=None)->tuple: # (train/valid `DataLoaders`, test `DataLoader`)

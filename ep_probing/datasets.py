@@ -20,7 +20,7 @@ from .data import image_samples, load_image, to_channels, fmnist_sample, Fashion
 # %% ../nbs/06a_datasets.ipynb #96d85e29
 class Labelled(Dataset):
     "`(PIL image, int label)` items: the image of `ds[i]` in `channels`, and `targets[i]`; `classes` names the labels"
-    def __init__(self, ds, # items are tuples whose first element is a PIL image: a torchvision dataset, `Files`, ...
+    def __init__(self, ds, # items are tuples whose first element is a PIL image: a torchvision dataset, Files, ...
                  targets, # one int label per item of `ds`, read without decoding images
                  classes:list, # class names, indexed by label
                  channels:int=None, # convert every image to 1 (grey) or 3 (RGB) channels; None keeps it
@@ -562,8 +562,8 @@ def _hf_labelled(split:HFSplit, img:str, ys:list, classes:list, channels)->Label
 # %% ../nbs/06a_datasets.ipynb #02b7d7b9
 class NamedData(NamedTuple):
     "The splits of a dataset named by `load_named`"
-    train:Dataset # the train split, a `Labelled`
-    test:Dataset # the test split, a `Labelled`
+    train:Dataset # the train split, a Labelled
+    test:Dataset # the test split, a Labelled
     classes:list # class names, indexed by label
     name:str # the registry name, or `hf:<folder name>`
 

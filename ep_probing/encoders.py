@@ -213,7 +213,9 @@ def train(self:FrozenEncoder, mode:bool=True):
     return super(FrozenEncoder, self).train(False)
 
 @patch(as_prop=True)
-def device(self:FrozenEncoder): return next(self.model.parameters()).device
+def device(self:FrozenEncoder):
+    "The device of the encoder's parameters"
+    return next(self.model.parameters()).device
 
 # %% ../nbs/05_encoders.ipynb #2c525595
 def resolve_data_config(model:nn.Module)->dict:
@@ -229,13 +231,21 @@ def resolve_data_config(model:nn.Module)->dict:
 
 # %% ../nbs/05_encoders.ipynb #04037e70
 @patch(as_prop=True)
-def img_size(self:FrozenEncoder)->tuple: return tuple(self.data_config['input_size'][1:])
+def img_size(self:FrozenEncoder)->tuple:
+    "`(H, W)` input size the encoder expects"
+    return tuple(self.data_config['input_size'][1:])
 @patch(as_prop=True)
-def in_chans(self:FrozenEncoder)->int: return self.data_config['input_size'][0]
+def in_chans(self:FrozenEncoder)->int:
+    "Input channels the encoder expects"
+    return self.data_config['input_size'][0]
 @patch(as_prop=True)
-def mean(self:FrozenEncoder)->tuple: return tuple(self.data_config['mean'])
+def mean(self:FrozenEncoder)->tuple:
+    "Per-channel normalisation mean of the encoder's data config"
+    return tuple(self.data_config['mean'])
 @patch(as_prop=True)
-def std(self:FrozenEncoder)->tuple: return tuple(self.data_config['std'])
+def std(self:FrozenEncoder)->tuple:
+    "Per-channel normalisation std of the encoder's data config"
+    return tuple(self.data_config['std'])
 
 # %% ../nbs/05_encoders.ipynb #910f1186
 class ConvertImage:
@@ -394,10 +404,10 @@ def _timm_at_size(name, img_size, **kwargs):
         return timm_model(name, **kwargs)
 
 # %% ../nbs/05_encoders.ipynb #ef7953f4
-def _build_encoder(model, # as given to `create_encoder`
+def _build_encoder(model, # as given to create_encoder
                    arch, # the timm name to build: a leaderboard name's, else `model`
                    name, # the encoder's name: the leaderboard name, else `model`
-                   layers, norm:bool, pretrained:bool, checkpoint, precision, img_size, # as `create_encoder` has them
+                   layers, norm:bool, pretrained:bool, checkpoint, precision, img_size, # as create_encoder has them
                    kwargs:dict, # for the short name's builder or `timm.create_model`
                   )->tuple: # `(FrozenEncoder, where its weights came from)`
     "The `FrozenEncoder` of a model object, a short name (`encoder_registry`) or a timm name, and its weights' source"
@@ -418,8 +428,8 @@ def _build_encoder(model, # as given to `create_encoder`
     return enc, weights
 
 # %% ../nbs/05_encoders.ipynb #e6b8d0f2
-def _check_weights(model, # as given to `create_encoder`
-                   pretrained:bool, checkpoint, # as `create_encoder` has them
+def _check_weights(model, # as given to create_encoder
+                   pretrained:bool, checkpoint, # as create_encoder has them
                   ):
     "A `ValueError` for weight options that cannot apply: random and a file at once; either for a model with its own"
     if checkpoint is not None and not pretrained:
@@ -435,7 +445,7 @@ def _check_weights(model, # as given to `create_encoder`
                                    f"leave out {flag}, or name a timm model")
 
 # %% ../nbs/05_encoders.ipynb #e34b5c7b
-def _fit_img_size(enc, # a `FrozenEncoder`
+def _fit_img_size(enc, # a FrozenEncoder
                   img_size, # int or `(h, w)`
                  ):
     "Check that `enc`'s model takes `img_size` images, and set its data config's input size to it"

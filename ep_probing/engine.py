@@ -56,7 +56,9 @@ class SeedEpoch(Callback):
         torch.manual_seed(self.seed + self.epoch)
         self.dls.train.rng = random.Random(self.seed + self.epoch)
 
-def unwrap(m): return getattr(m, 'module', m)          # unwrap DistributedDataParallel
+def unwrap(m):
+    "The model inside a `DistributedDataParallel` wrapper, else `m` itself"
+    return getattr(m, 'module', m)          # unwrap DistributedDataParallel
 
 # %% ../nbs/07a_engine.ipynb #664af0a4
 def _part(model, part:str=None): m = unwrap(model); return getattr(m, part) if part else m
@@ -104,7 +106,9 @@ def ckpt_state(self:Checkpoint)->dict:
     return dict(smooth=[s.count, s.val])
 
 @patch
-def load_ckpt_state(self:Checkpoint, s:dict): self.smooth = tuple(s['smooth']) if 'smooth' in s else None
+def load_ckpt_state(self:Checkpoint, s:dict):
+    "Restore the smoothed loss from a checkpoint's callback state `s`"
+    self.smooth = tuple(s['smooth']) if 'smooth' in s else None
 
 # %% ../nbs/07a_engine.ipynb #c4c5d7f5
 def read_checkpoint(fname)->dict:
@@ -121,7 +125,7 @@ def read_checkpoint(fname)->dict:
 
 # %% ../nbs/07a_engine.ipynb #9ba35b59
 def load_checkpoint(learn:Learner, # the learner to restore
-                    fname, # a file written by `Checkpoint` (or its `read_checkpoint`)
+                    fname, # a file written by Checkpoint (or its read_checkpoint)
                     cbs:list=(), # callbacks whose `ckpt_state` was saved (matched by class name)
                     part:str=None, # the part of the model that was saved
                    )->tuple: # (first epoch to run, seconds of training already done)

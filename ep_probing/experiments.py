@@ -50,10 +50,10 @@ _cols = ['probe', 'name', 'layer', 'params', 'seed', 'blr', 'at_edge', 'top1', '
          'n_test', 'test_correct']   # test_correct: each test image's top-1 correctness (`stats.pack_correct`)
 
 def run_probes(p:Prepared, specs:list, seed:int=0, epochs:int=10, sub=None,
-               blrs='default', # lr grid of probes without `blr`/`lr` (`grid_specs`); none if `blr=` or `lr=` is given
+               blrs='default', # lr grid of probes without `blr`/`lr` (grid_specs); none if `blr=` or `lr=` is given
                opt:str='adamw',
                parts=None, # a folder where each run checkpoints every epoch and keeps its results; a rerun reuses them
-               objects=None, # the test images `(n, H, W)` (`test_images`): add `object_table`'s columns per probe
+               objects=None, # the test images `(n, H, W)` (test_images): add object_table's columns per probe
                **kwargs)->pd.DataFrame:
     "Train `specs` and their grids together; per probe: its chosen grid point, test top-1 at its best validation epoch"
     if kwargs.get('blr') is not None or kwargs.get('lr') is not None: blrs = 'none'
@@ -123,7 +123,7 @@ def _sized(spec:ProbeSpec, num_tokens:int)->ProbeSpec:
     return spec.with_options(**zoo_kwargs(spec.name, num_tokens))
 
 def compare_probes(p:Prepared, probes:list=None, seeds=(0, 1, 2), epochs:int=10,
-                   costs:bool=True, # add each probe's `step_ms` and `mmacs` (`probe_costs`)
+                   costs:bool=True, # add each probe's `step_ms` and `mmacs` (probe_costs)
                    **kwargs)->pd.DataFrame:
     "Test top-1 of every probe (default: all registered) over `seeds`, trained together per seed; grids from the first"
     N = p.train_cache.meta['shapes']['patch'][-2]                                   # patch tokens per image
@@ -187,7 +187,7 @@ def _clusters(x, y, dx:float=0.08, dy:float=0.45)->list:
         else: groups.append([i])
     return groups
 
-def plot_compare(s:pd.DataFrame, # `summarise` of a probe comparison
+def plot_compare(s:pd.DataFrame, # summarise of a probe comparison
                  ax=None, highlight=('ep',), title:str=None):
     "Mean test top-1 (with the std over seeds) against trainable parameters, one labelled point per probe"
     import matplotlib.pyplot as plt
@@ -217,7 +217,7 @@ def _mean_std(df, by):
     g = df.groupby(by, sort=False).test_top1
     return (100 * g.mean()).rename('mean').to_frame().join((100 * g.std(ddof=0).fillna(0)).rename('std'))
 
-def plot_layers(df:pd.DataFrame, # rows of `layerwise` (any number of seeds)
+def plot_layers(df:pd.DataFrame, # rows of layerwise (any number of seeds)
                 ax=None, title:str=None):
     "Mean test top-1 (with the std over seeds) of each probe against the block it reads"
     import matplotlib.pyplot as plt
@@ -270,7 +270,7 @@ def lowshot(p:Prepared, ks=(1, 2, 5, 10, 25, 100), fracs=(0.01, 0.1), seeds=(0, 
     return pd.concat(rows, ignore_index=True)
 
 # %% ../nbs/13_experiments.ipynb #4b5719c2
-def plot_lowshot(df:pd.DataFrame, # rows of `lowshot`
+def plot_lowshot(df:pd.DataFrame, # rows of lowshot
                  ax=None, title:str=None):
     "Mean test top-1 with std error bars over seeds, per amount of labels, for each probe and k-NN"
     import matplotlib.pyplot as plt
@@ -295,7 +295,7 @@ def num_queries(p:Prepared, Ms=(1, 2, 4, 8, 16, 32, 64), seeds=(0,), epochs:int=
             .assign(M=lambda d: d.probe.str.extract(r'num_queries=(\d+)', expand=False).astype(int)))
 
 # %% ../nbs/13_experiments.ipynb #8ef0c7a3
-def plot_queries(df:pd.DataFrame, # rows of `num_queries`
+def plot_queries(df:pd.DataFrame, # rows of num_queries
                  title:str=None):
     "Test top-1 (with the std over seeds), and params and ms per training step, against the number of queries `M`"
     import matplotlib.pyplot as plt
@@ -324,7 +324,7 @@ def _read_chosen(fn:str, which:str)->pd.DataFrame:
     return c
 
 # %% ../nbs/13_experiments.ipynb #8cc7f154
-def _check_experiment(a:dict, # `ep_experiment`'s arguments by name
+def _check_experiment(a:dict, # ep_experiment's arguments by name
                      )->tuple: # (seeds, the rows of `--blrs_from` or None)
     "Check `ep_experiment`'s arguments, with an error naming the flag; its seeds and the rows `--blrs_from` reuses"
     if a['which'] not in _which: raise ValueError(f"--which {a['which']!r}: choose one of {', '.join(_which)}")
@@ -357,7 +357,7 @@ def _run_experiment(p:Prepared, which:str, # the prepared data, and the experime
 
 # %% ../nbs/13_experiments.ipynb #a070637d
 def _write_experiment(df:pd.DataFrame, p:Prepared, # the rows, and the prepared data they came from
-                      a:dict, # `ep_experiment`'s arguments by name
+                      a:dict, # ep_experiment's arguments by name
                       t0:float, # `time.perf_counter()` when the run began
                      ):
     "Write `df` to `a['out']` and its record beside it; remove the finished runs' parts"

@@ -36,9 +36,9 @@ class ProbeSet(nn.Module):
     def __init__(self,
                  probes:dict, # `{label: Probe}`
                  layers:dict, # `{label: block index}` of the layer each probe reads
-                 encoder:nn.Module=None, # a `FrozenEncoder` (streaming); None: inputs are cached tokens
+                 encoder:nn.Module=None, # a FrozenEncoder (streaming); None: inputs are cached tokens
                  layer_order:list=None, # the layers stacked in cached inputs (default: sorted set of `layers`)
-                 specs:list=None, # the resolved `ProbeSpec` of each probe, in order (`specs.resolve_specs`)
+                 specs:list=None, # the resolved ProbeSpec of each probe, in order (`specs.resolve_specs`)
                 ):
         super().__init__()
         if not probes: raise ValueError("ProbeSet needs at least one probe")
@@ -71,7 +71,9 @@ def tokens(self:ProbeSet, *xb):
     return patch, prefix
 
 @patch(as_prop=True)
-def device(self:ProbeSet): return next(self.probes.parameters()).device
+def device(self:ProbeSet):
+    "The device of the probes' parameters"
+    return next(self.probes.parameters()).device
 
 # %% ../nbs/09a_fit.ipynb #74c9e663
 @patch
@@ -191,7 +193,7 @@ class ProbeLoss(Metric):
 # %% ../nbs/09a_fit.ipynb #72fa5048
 class HalveGrid(Callback):
     "After epoch `at` (1-based), keep the better half of each probe's grid points; the rest leave the arithmetic"
-    order = 66                                         # after `BestHeads` has the epoch, before `Checkpoint` saves
+    order = 66                                         # after BestHeads has the epoch, before Checkpoint saves
     def __init__(self, at:int, specs:dict): store_attr(); self.gone = []
     def before_fit(self): unwrap(self.model).dropped = set(self.gone)         # also after a resume
     def after_epoch(self):
@@ -208,7 +210,7 @@ class HalveGrid(Callback):
     def load_ckpt_state(self, s:dict): self.gone = list(s.get('dropped', []))
 
 def halving_epoch(halving:float, # fraction of the epochs after which to halve; 0: never
-                  epochs:int)->int: # the epoch (1-based) after which `HalveGrid` acts; 0: never
+                  epochs:int)->int: # the epoch (1-based) after which HalveGrid acts; 0: never
     "The epoch at which a grid is halved: `round(halving * epochs)`, at least 1; 0 when off or at the last epoch"
     at = max(1, round(halving * epochs)) if check_halving(halving) else 0
     return at if at < epochs else 0
@@ -241,16 +243,16 @@ def check_epoch_batch(n_train:int, # training images in an epoch
 
 # %% ../nbs/09a_fit.ipynb #c1d48811
 def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached `(patch, prefix)` tokens, and labels
-                  specs:list, # probe specs, e.g. ['lp', 'ep@3:num_queries=8'], or resolved ones (`resolve_specs`)
+                  specs:list, # probe specs, e.g. ['lp', 'ep@3:num_queries=8'], or resolved ones (resolve_specs)
                   num_classes:int, dim:int, # classes `K`, token width `C`
-                  encoder:nn.Module=None, # a `FrozenEncoder` to stream images through
+                  encoder:nn.Module=None, # a FrozenEncoder to stream images through
                   layer_order:list=None, # layers stacked in cached tokens (default: the encoder's layers)
                   depth:int=None, # encoder depth, to resolve negative layer indices (default: the encoder's)
-                  opt:str='adamw', # 'adamw' (the default of `run_probing` too) or 'lars' (the paper's)
+                  opt:str='adamw', # 'adamw' (the default of run_probing too) or 'lars' (the paper's)
                   blr:float=None, lr:float=None, blrs=None, # learning rates: see `specs.resolve_specs`
                   wd:float=0., # weight decay (LARS: on tensors with ndim > 1 only)
                   accum_bs:int=None, # effective batch: gradients accumulate up to it before a step (the paper: 4096)
-                  heads:dict=None, # the heads of resolved `specs` (`build_heads`); default: built here
+                  heads:dict=None, # the heads of resolved `specs` (build_heads); default: built here
                  )->Learner:
     "A fastai `Learner` that trains every probe of `specs` on the same batches; its model is a `ProbeSet`"
     if opt not in ('lars', 'adamw'): raise ValueError(f"opt={opt!r}: use 'lars' (the paper's recipe) or 'adamw'")
@@ -271,7 +273,7 @@ def probe_learner(dls, # fastai `DataLoaders`: images (with `encoder`) or cached
 
 # %% ../nbs/09a_fit.ipynb #78b6d151
 @torch.no_grad()
-def evaluate_probes(model:ProbeSet, dl, # a `ProbeSet` and a DataLoader of its inputs and labels
+def evaluate_probes(model:ProbeSet, dl, # a ProbeSet and a DataLoader of its inputs and labels
                     ks=(1, 5),
                     precision:str='none', # evaluate in the precision the heads trained in: 'none', 'bf16' or 'fp16'
                     per_image:bool=False, # also `'correct'`: each image's top-1 correctness, in `dl`'s order
@@ -301,9 +303,9 @@ def evaluate_probes(model:ProbeSet, dl, # a `ProbeSet` and a DataLoader of its i
 @dataclass
 class ProbeFit:
     "What `fit_probes` returns: the `Learner` (best heads loaded) and the tables of its heads and probes"
-    learn:Learner # its model is the `ProbeSet` (`.specs`: each head's resolved spec)
+    learn:Learner # its model is the ProbeSet (`.specs`: each head's resolved spec)
     heads:'pd.DataFrame' # one row per head (grid point)
-    results:'pd.DataFrame' # one row per probe: its chosen grid point (`select_heads`)
+    results:'pd.DataFrame' # one row per probe: its chosen grid point (select_heads)
     grid:'pd.DataFrame' # every head's validation top-1 per epoch
     precision:str # what the heads trained in: 'bf16', 'fp16' or 'none'
     @property
@@ -351,7 +353,7 @@ def _num(v):
     try: return float(v)
     except (TypeError, ValueError): return v
 
-def select_heads(r, # one row per head (`_results`): `group`, `top1` and the `opt_*` options as written
+def select_heads(r, # one row per head (_results): `group`, `top1` and the `opt_*` options as written
                  warn:bool=True, # warn when a chosen value sits at the edge of its grid
                 ):
     "One row per probe (group): the grid point with the best validation top-1, its grid values in `grid`, `at_edge`"
@@ -387,9 +389,9 @@ def _check_fit(dls, # the `DataLoaders` to fit on
 # %% ../nbs/09a_fit.ipynb #32d0c00f
 def _fit_callbacks(dls, # the `DataLoaders` to fit on
                    specs:dict, # the learner's `{key: ProbeSpec}`
-                   out, seed:int, pct_warmup:float, meta:dict, cbs:list, # as `fit_probes` has them (`out` prepared)
-                   accum_bs:int=None, # images per optimiser step, as `probe_learner` takes it
-                   halve_at:int=0, # `HalveGrid` after this epoch (`halving_epoch`); 0: never
+                   out, seed:int, pct_warmup:float, meta:dict, cbs:list, # as fit_probes has them (`out` prepared)
+                   accum_bs:int=None, # images per optimiser step, as probe_learner takes it
+                   halve_at:int=0, # HalveGrid after this epoch (halving_epoch); 0: never
                   )->list:
     "The callbacks of a fit: `SeedEpoch`, the warm-up cosine schedule, `BestHeads`, `HalveGrid`, `cbs`, accumulation"
     cbs = [SeedEpoch(seed), ParamScheduler({'lr': warmup_cosine([s.peak_lr for s in specs.values()], pct_warmup)}),
@@ -412,9 +414,9 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
                test_dl=None, # evaluate the best heads on it: `test_top1`, `test_top5` columns
                finish=None, # `finish(fit, folder)` writes extra artefacts into the run's folder before publishing
                cbs:list=None, # extra fastai callbacks for this fit
-               halving:float=0., # halve each probe's grid after this fraction of the epochs (`HalveGrid`); 0: never
+               halving:float=0., # halve each probe's grid after this fraction of the epochs (HalveGrid); 0: never
                record:dict=None, # the caller's options that shape the result (data, encoder...): `resume` checks them
-               **kwargs, # to `probe_learner`: encoder, layer_order, depth, opt, blr, lr, blrs, wd, accum_bs, heads
+               **kwargs, # to probe_learner: encoder, layer_order, depth, opt, blr, lr, blrs, wd, accum_bs, heads
               )->ProbeFit:
     "Train the probes of `specs` together; return their `ProbeFit`: the learner with the best heads loaded, the tables"
     _check_fit(dls, epochs); halve_at = halving_epoch(halving, epochs)
@@ -475,7 +477,7 @@ def _check_resume(f:Path, opts:dict,
                              f"repeat the run's options, or start again with {spell('resume', False)}")
 
 def check_resume(out, # the output folder of an interrupted run
-                 record:dict, # the caller's options that shape the result (`fit_probes`' `record`)
+                 record:dict, # the caller's options that shape the result (fit_probes' `record`)
                 ):
     "Before any work: refuse to resume the run in `out` if an option of `record` differs from the one it recorded"
     work = Path(out)/'.partial'

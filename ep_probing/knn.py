@@ -70,7 +70,7 @@ def knn_predict(train_feats:torch.Tensor, # `(n, C)`
 
 # %% ../nbs/10_knn.ipynb #4f4c15f1
 def cache_global_features(cache, rows, # a `cache.FeatureCache` and the rows to read
-                          layer:int, kind:str, # the block, and 'cls' or 'gap' (`global_features`)
+                          layer:int, kind:str, # the block, and 'cls' or 'gap' (global_features)
                           chunk:int=4096)->torch.Tensor: # `(len(rows), C)`
     "Global features of cached tokens, read `chunk` rows at a time"
     pos = cache.layers.index(layer); fs = []

@@ -91,7 +91,7 @@ def read_run(folder, # an `ep_probe --out` folder
     return df
 
 # %% ../nbs/14_leaderboard.ipynb #150b0da4
-def distinct_runs(frames:list, # `read_run` frames
+def distinct_runs(frames:list, # read_run frames
                  )->list: # those of distinct runs, in order
     "The frames of distinct runs: a folder given twice, or a copy of a run (same content), counts once, with a warning"
     paths, contents, out = {}, {}, []
@@ -108,7 +108,7 @@ def distinct_runs(frames:list, # `read_run` frames
 # %% ../nbs/14_leaderboard.ipynb #8c73f92e
 def _cell(v): return f"{100 * v.mean():.2f}" + (f" ± {100 * v.std(ddof=1):.2f}" if len(v) > 1 else '')
 
-def leaderboard(runs:list, # `read_run` frames (or folders)
+def leaderboard(runs:list, # read_run frames (or folders)
                )->pd.DataFrame: # one row per backbone and data
     "The paper's layout: a row per backbone; k-NN and each probe's test top-1 (mean ± std over seeds), blr, params"
     df = pd.concat(distinct_runs([r if isinstance(r, pd.DataFrame) else read_run(r) for r in runs]), ignore_index=True)
@@ -137,7 +137,7 @@ def leaderboard(runs:list, # `read_run` frames (or folders)
     return out[['backbone', 'weights', 'data', 'seeds', 'k-NN', *cols]]
 
 # %% ../nbs/14_leaderboard.ipynb #767ed4f0
-def plot_leaderboard(lb:pd.DataFrame, # a `leaderboard` table
+def plot_leaderboard(lb:pd.DataFrame, # a leaderboard table
                      ax=None):
     "Test top-1 against trainable parameters: a marker per probe, a colour per backbone, std over seeds as error bars"
     import matplotlib.pyplot as plt
@@ -253,7 +253,7 @@ def check_out(out, # the `--out` folder
     return folder
 
 # %% ../nbs/14_leaderboard.ipynb #df7dd540
-def write_out(folder:Path, # a folder `check_out` accepted
+def write_out(folder:Path, # a folder check_out accepted
               cmd:str, # the command writing it
               files:dict, # file name (of `cmd`'s outputs) -> its bytes
               **record): # what `cmd`'s record says besides: the command that writes the files again, the runs...

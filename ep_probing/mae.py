@@ -165,13 +165,13 @@ def mae_dls(images:torch.Tensor, # `uint8` images `(N, C, H, W)`
 # %% ../nbs/08_mae.ipynb #592613e9
 class EpochLoss(Callback):
     "Mean training loss and seconds per epoch (`losses`, `times`), checkpointed; then `on_epoch(epoch, losses, times)`"
-    order = 75                                          # `on_epoch` runs after `Checkpoint` has saved the epoch
+    order = 75                                          # `on_epoch` runs after Checkpoint has saved the epoch
     def __init__(self, on_epoch=None):
         self.on_epoch, self.losses, self.times, self.tot, self.n = on_epoch, [], [], 0., 0
     def before_epoch(self): self.tot, self.n, self.t = 0., 0, time.perf_counter()   # not run for epochs a resume skips
     def after_batch(self):
         if self.training: self.tot += self.learn.loss.item(); self.n += 1
-    def after_validate(self):                           # before `Checkpoint.after_epoch` reads `ckpt_state`
+    def after_validate(self):                           # before Checkpoint.after_epoch reads `ckpt_state`
         if self.n: self.losses.append(self.tot / self.n); self.times.append(time.perf_counter() - self.t)
     def after_epoch(self):
         n, self.n = self.n, 0
@@ -250,7 +250,7 @@ mae_fmnist_stem = asset_path('mae_fmnist_vit')
 def _versions(): return dict(torch=torch.__version__, timm=timm.__version__, python=sys.version.split()[0])
 
 # %% ../nbs/08_mae.ipynb #853e01b3
-def _check_pretrain(a:dict, # `ep_pretrain`'s arguments by name
+def _check_pretrain(a:dict, # ep_pretrain's arguments by name
                    )->str: # the precision to train in
     "Check `ep_pretrain`'s arguments, with an error naming the flag; the precision asked for"
     flag, precision = ('--amp', a['amp']) if a['amp'] is not None else ('--precision', a['precision'])
@@ -279,7 +279,7 @@ def _fmnist_images(data:str=None, # directory with the IDX files (default: the D
     return ds, images, mean, std
 
 # %% ../nbs/08_mae.ipynb #6a052e0b
-def _pretrain_meta(args:dict, # `ep_pretrain`'s arguments by name
+def _pretrain_meta(args:dict, # ep_pretrain's arguments by name
                    kw:dict, # the encoder's `model_kwargs`
                    mean:float, std:float, # the pixel mean and std of the training images
                    n:int, # training images
@@ -292,8 +292,8 @@ def _pretrain_meta(args:dict, # `ep_pretrain`'s arguments by name
         device='cuda' if torch.cuda.is_available() else 'cpu', threads=torch.get_num_threads()))
 
 # %% ../nbs/08_mae.ipynb #10c73e7e
-def _pretrain(args:dict, # `ep_pretrain`'s arguments by name, checked by `_check_pretrain`
-              precision:str, # the precision `_check_pretrain` gave
+def _pretrain(args:dict, # ep_pretrain's arguments by name, checked by _check_pretrain
+              precision:str, # the precision _check_pretrain gave
              )->dict: # the json written beside the weights
     "Pretrain the MAE that `args` describe; the encoder and its json are saved after every epoch"
     from fastai.torch_core import rank_distrib
@@ -354,7 +354,7 @@ def mae_fmnist_eval(stem:str|Path=None, # default: the package's embedded `mae_f
                     test_size:int=0, # stratified subset of the test split (0: all 10,000)
                     seed:int=0, # seeds the control's initialisation, the subset and the probes
                     threads:int=None, # torch CPU threads
-                    **kwargs, # to `run_probing`, e.g. `cache_dir`
+                    **kwargs, # to run_probing, e.g. `cache_dir`
                    )->dict: # probe -> test accuracy (%)
     "Frozen-probe Fashion-MNIST test accuracies (%) of the embedded MAE encoder or a random control, via `run_probing`"
     from ep_probing.encoders import FrozenEncoder, vit_from_assets

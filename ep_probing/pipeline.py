@@ -49,7 +49,7 @@ def check_run_options(opt:str, # 'adamw' or 'lars'
 @dataclass
 class ProbeRun:
     "What `run_probing` returns: its fit (learner, heads, results, grid), inputs, facts, times and k-NN sweeps"
-    fit:ProbeFit # `fit_probes`' result: the learner with the best heads loaded, and the tables
+    fit:ProbeFit # fit_probes' result: the learner with the best heads loaded, and the tables
     prepared:'Prepared' # the run's inputs: encoder, data, split, loaders
     meta:dict # facts recorded with every saved head (encoder, weights, data, layers...)
     times:dict # seconds: `total_s`
@@ -77,7 +77,7 @@ def _knn(p:Prepared, knn:bool, out)->dict:
 # where and how a run goes, not what it finds: everything else `run_probing` takes is recorded for `resume`
 _not_result = ('out', 'resume', 'knn', 'progress', 'workers', 'cache_dir', 'device')
 
-def _result_options(given:dict, # `run_probing`'s arguments (more names are ignored)
+def _result_options(given:dict, # run_probing's arguments (more names are ignored)
                    )->dict:
     "Every option of `run_probing` that shapes its result (all but `_not_result`), with its default where not given"
     ps = inspect.signature(run_probing).parameters                  # with `Prepared`'s options (`delegates`)
@@ -88,14 +88,14 @@ def _result_options(given:dict, # `run_probing`'s arguments (more names are igno
 # %% ../nbs/11_pipeline.ipynb #6a897677
 @delegates(Prepared.__init__)
 def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.Module`
-                *, probes='lp,gap,ep,mhca', # probe specs, comma-separated, or a list of specs / `ProbeSpec`s
+                *, probes='lp,gap,ep,mhca', # probe specs, comma-separated, or a list of specs / ProbeSpecs
                 epochs:int=10, opt:str='adamw', # training epochs; 'adamw' or 'lars' (the paper's)
                 blrs='default', # learning-rate grid for probes without `blr`/`lr`: 'default', 'none' or '1e-3,1e-2'
                 blr:float=None, lr:float=None, # one base or fixed learning rate for every probe (no grid then)
-                accum_bs:int=None, halving:float=0.2, # effective batch (`accum_batch`); `fit.HalveGrid` at this share
+                accum_bs:int=None, halving:float=0.2, # effective batch (accum_batch); `fit.HalveGrid` at this share
                 out:str='ep_probe_out', resume:bool=False, # output folder; continue an interrupted run in it
                 knn:bool=False, # also run the k-NN sweep on the cached [CLS] / mean tokens
-                **kwargs): # the run's inputs: `Prepared`'s options (data, layers, bs, seed, precision, ...)
+                **kwargs): # the run's inputs: Prepared's options (data, layers, bs, seed, precision, ...)
     "Probe a frozen `encoder` on `data` with several probes at once; returns a `ProbeRun`"
     t0, record = time.perf_counter(), _result_options({**locals(), **kwargs})
     check_run_options(opt, epochs=epochs, blr=blr, lr=lr, halving=halving, **kwargs); blrs = parse_blrs(blrs)
@@ -238,7 +238,7 @@ def ep_probe(encoder:str='mae_fmnist', # mae_fmnist, efficientnet_lite0_imagenet
              list_data:bool=False, # print the datasets known by name (classes, splits, layout) and exit
              list_encoders:bool=False, # print the paper's backbones by name (timm name, size, LP rule, weights), exit
              debug:bool=False, # show the traceback of errors
-             **kwargs): # the run's options (`_run_options`)
+             **kwargs): # the run's options (_run_options)
     "Probe a frozen encoder with several probes at once and print their test accuracy, size and training time"
     with user_errors('ep_probe', debug):
         if list_data or list_encoders: return _print_table(data_table() if list_data else backbone_table())

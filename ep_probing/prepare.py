@@ -45,7 +45,7 @@ def split_rows(train_ds, test_ds, # the train and test datasets
 # %% ../nbs/10b_prepare.ipynb #29f9f9c8
 class Prepared:
     "A run's inputs: frozen encoder, data, seeded stratified train/valid split; DataLoaders of cached tokens or images"
-    def __init__(self, encoder='mae_fmnist', # short name, timm model name, an `nn.Module` or a `FrozenEncoder`
+    def __init__(self, encoder='mae_fmnist', # short name, timm model name, an `nn.Module` or a FrozenEncoder
                  data:str='fashion_mnist_sample', # a name of `data_names`, or an image folder (train/, test/)
                  layers:str='-1', # blocks to read: '-1', '0,3,5' or 'all'
                  train_size:int=0, test_size:int=0, # stratified subsets of train and test (0: all)

@@ -83,11 +83,11 @@ def attn_weights(self:Probe, x:torch.Tensor, # patch tokens `(B, N, C)`
 # %% ../nbs/04_probes.ipynb #ea21bc3f
 probe_registry = {}
 
-def register_probe(name:str, # the name `create_probe` knows it by
+def register_probe(name:str, # the name create_probe knows it by
                    tokens:str='patch', # what the pool reads by default
                    grid:bool=False, # needs a square grid of patch tokens (no `_all` variant)
                    attention:bool=True, # has `attn_weights` (and an `_all` variant)
-                   aliases:tuple=(), # other names `create_probe` accepts for it, e.g. ('lp',) for 'cls'
+                   aliases:tuple=(), # other names create_probe accepts for it, e.g. ('lp',) for 'cls'
                   ):
     "Decorator: register a pool factory `f(dim, **kwargs) -> nn.Module` as a probe"
     def _inner(f):

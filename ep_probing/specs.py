@@ -29,34 +29,50 @@ def _val(v:str):
 @dataclass(frozen=True)
 class ProbeSpec:
     "One head to train: its name, block and options as written; once resolved, the block it reads and its rates"
-    alias:str # the name as written: a `create_probe` name or an alias (`lp` for `cls`)
+    alias:str # the name as written: a create_probe name or an alias (`lp` for `cls`)
     at:int=None # the block written in the spec (`ep@3`), shown in the label
     options:tuple=() # `((key, value text), ...)` as written; `blr`/`lr` set the probe's learning rate
     layer:int=None # the block index it reads, once resolved against the encoder (not part of the label)
     group:str=None # the probe a grid point belongs to: its label without the grid's values (None: its own label)
-    base_lr:float=None # the base learning rate it trains with, once resolved (`spec_rates`)
+    base_lr:float=None # the base learning rate it trains with, once resolved (spec_rates)
     peak_lr:float=None # the learning rate it trains with (the schedule's peak), once resolved
 
 # %% ../nbs/09_specs.ipynb #59bf884c
 @patch(as_prop=True)
-def name(self:ProbeSpec)->str: return probe_aliases.get(self.alias, self.alias)
+def name(self:ProbeSpec)->str:
+    "The probe's registry name (aliases resolved)"
+    return probe_aliases.get(self.alias, self.alias)
 @patch(as_prop=True)
 def text(self:ProbeSpec)->str:
     "The spec written back: `name[@layer][:key=value,...]`"
     return (self.alias + ('' if self.at is None else f'@{self.at}')
             + (':' + ','.join(f'{k}={v}' for k, v in self.options) if self.options else ''))
 @patch(as_prop=True)
-def label(self:ProbeSpec)->str: return re.sub(r'[^\w@.=-]+', '_', self.text).strip('_')   # for tables and logs
+def label(self:ProbeSpec)->str:
+    "The spec's text, cleaned for tables and logs"
+    return re.sub(r'[^\w@.=-]+', '_', self.text).strip('_')   # for tables and logs
 @patch(as_prop=True)
-def key(self:ProbeSpec)->str: return self.label.replace('.', 'p')    # a valid `nn.ModuleDict` key and file name
+def key(self:ProbeSpec)->str:
+    "The label made a valid `nn.ModuleDict` key and file name"
+    return self.label.replace('.', 'p')    # a valid `nn.ModuleDict` key and file name
+
+# %% ../nbs/09_specs.ipynb #fc084037
 @patch(as_prop=True)
-def opts(self:ProbeSpec)->dict: return {k: _val(v) for k, v in self.options}
+def opts(self:ProbeSpec)->dict:
+    "The spec's options as a dict of parsed values"
+    return {k: _val(v) for k, v in self.options}
 @patch(as_prop=True)
-def blr(self:ProbeSpec)->float: return self.opts.get('blr')
+def blr(self:ProbeSpec)->float:
+    "The base learning rate given in the spec, or None"
+    return self.opts.get('blr')
 @patch(as_prop=True)
-def lr(self:ProbeSpec)->float: return self.opts.get('lr')
+def lr(self:ProbeSpec)->float:
+    "The absolute learning rate given in the spec, or None"
+    return self.opts.get('lr')
 @patch(as_prop=True)
-def kwargs(self:ProbeSpec)->dict: return {k: v for k, v in self.opts.items() if k not in ('blr', 'lr')}
+def kwargs(self:ProbeSpec)->dict:
+    "The options passed to the probe: all but `blr` and `lr`"
+    return {k: v for k, v in self.opts.items() if k not in ('blr', 'lr')}
 
 # %% ../nbs/09_specs.ipynb #f10d7992
 @patch
@@ -116,7 +132,7 @@ def split_specs(specs:str)->list:
     return out
 
 # %% ../nbs/09_specs.ipynb #659459cb
-def parse_specs(specs, # a comma-separated string, or a list of spec strings and `ProbeSpec`s
+def parse_specs(specs, # a comma-separated string, or a list of spec strings and ProbeSpecs
                )->list:
     "Probe specs parsed once into `ProbeSpec`s (those already parsed pass through)"
     if isinstance(specs, str): specs = split_specs(specs)
@@ -124,11 +140,13 @@ def parse_specs(specs, # a comma-separated string, or a list of spec strings and
 
 # %% ../nbs/09_specs.ipynb #0e9172ee
 @patch(as_prop=True)
-def grid_keys(self:ProbeSpec)->list: return [k for k, v in self.options if '|' in v]
+def grid_keys(self:ProbeSpec)->list:
+    "The option names that carry a `|` grid"
+    return [k for k, v in self.options if '|' in v]
 
-def expand_grid(specs:list, # `ProbeSpec`s, some with `|` in option values
+def expand_grid(specs:list, # ProbeSpecs, some with `|` in option values
                 blrs:list=None, # base learning rates for the specs that set neither `blr` nor `lr`
-               )->list: # one `ProbeSpec` per grid point, each with its `group`
+               )->list: # one ProbeSpec per grid point, each with its `group`
     "The grid points of `specs`: the product of every option's `|`-separated values"
     out = []
     for s in specs:
@@ -171,9 +189,9 @@ def parse_blrs(blrs, # 'default', 'none' or None, '1e-3,1e-2' (or '1e-3|1e-2'), 
     return tuple(check_lr(v, f"--blrs {blrs!r}") for v in vals)
 
 # %% ../nbs/09_specs.ipynb #9da7616b
-def grid_specs(specs:list, # `ProbeSpec`s
-               blrs='default', # the grid of probes without `blr`/`lr` (`parse_blrs`)
-               opt:str='adamw')->list: # one `ProbeSpec` per grid point
+def grid_specs(specs:list, # ProbeSpecs
+               blrs='default', # the grid of probes without `blr`/`lr` (parse_blrs)
+               opt:str='adamw')->list: # one ProbeSpec per grid point
     "Each probe's grid points: its own `|` grids, and its learning-rate grid unless it sets `blr` or `lr`"
     blrs = parse_blrs(blrs)
     if blrs == 'default': return [t for s in specs for t in expand_grid([s], blr_grid(s, opt))]
@@ -197,9 +215,9 @@ def resolve_layers(layers, # a block index, a list of them, or text: '-1', '0,3,
     return sorted({i % depth for i in idx})
 
 # %% ../nbs/09_specs.ipynb #590fa2ff
-def spread_layers(specs:list, # `ProbeSpec`s
+def spread_layers(specs:list, # ProbeSpecs
                   layers:list, # the blocks of `--layers`
-                 )->list: # `ProbeSpec`s
+                 )->list: # ProbeSpecs
     "Each spec at every block of `layers` (`ep@3`, ...), unless it names its own block or there is one block"
     if not specs: raise ValueError("--probes is empty; give e.g. 'lp,gap,ep,mhca'")
     return [t for s in specs
@@ -229,14 +247,14 @@ def spec_rates(spec:ProbeSpec, opt:str='adamw', blr:float=None, lr:float=None,
     return replace(spec, base_lr=b, peak_lr=spec.lr or lr or b * batch / 256)
 
 # %% ../nbs/09_specs.ipynb #e5d4d80d
-def resolve_specs(probes, # probe specs: a comma-separated string, or a list of spec strings and `ProbeSpec`s
+def resolve_specs(probes, # probe specs: a comma-separated string, or a list of spec strings and ProbeSpecs
                   layers:list, # the blocks of `--layers`: plain specs are spread over them; the last is the default
                   depth:int=None, # the encoder's depth, for negative `@layer`s
                   prefix:bool=True, # has the encoder prefix tokens? Without, 'lp' reads the mean patch token
-                  blrs=None, # the learning-rate grid of probes without `blr`/`lr` (`parse_blrs`)
+                  blrs=None, # the learning-rate grid of probes without `blr`/`lr` (parse_blrs)
                   opt:str='adamw', blr:float=None, lr:float=None, # optimiser; one base or fixed rate (no grid then)
                   batch:int=256, # the batch of one optimiser step: lr = blr * batch / 256
-                 )->list: # one `ProbeSpec` per head, its layer, learning rates and group fixed
+                 )->list: # one ProbeSpec per head, its layer, learning rates and group fixed
     "The one way from a `--probes` value to the heads to build: parsed, spread over layers, gridded and resolved"
     specs = spread_layers(parse_specs(probes), layers)
     if not prefix: specs = [replace(s, alias='lp_gap') if s.name == 'cls' else s for s in specs]
@@ -248,7 +266,7 @@ def resolve_specs(probes, # probe specs: a comma-separated string, or a list of 
     return out
 
 # %% ../nbs/09_specs.ipynb #48fb73d4
-def build_heads(specs:list, # resolved `ProbeSpec`s (`resolve_specs`)
+def build_heads(specs:list, # resolved ProbeSpecs (resolve_specs)
                 dim:int, num_classes:int, # token width `C`, classes `K`
                )->dict: # `{spec.key: Probe}`
     "Create the head of every spec, once: these heads are dry-run (`check_heads`) and then trained"
@@ -260,7 +278,7 @@ def build_heads(specs:list, # resolved `ProbeSpec`s (`resolve_specs`)
 
 # %% ../nbs/09_specs.ipynb #cbb2978f
 @torch.no_grad()
-def check_heads(heads:dict, specs:list, # `build_heads`' heads and their specs
+def check_heads(heads:dict, specs:list, # build_heads' heads and their specs
                 token_shape:tuple, # `(N, P, C)`: patch tokens, prefix tokens, width
                 encoder:str='the encoder', # what to call it in messages
                ):

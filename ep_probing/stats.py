@@ -24,7 +24,7 @@ def pack_correct(c, # one run's per-image correctness `(n,)`: bool or 0/1
     return base64.b64encode(np.packbits(c.astype(bool))).decode('ascii')
 
 # %% ../nbs/10a_stats.ipynb #fa034dc2
-def unpack_correct(s:str, # text from `pack_correct`
+def unpack_correct(s:str, # text from pack_correct
                    n:int, # number of test images
                   )->np.ndarray: # bool `(n,)`
     "Per-image correctness back from `pack_correct`'s text"
@@ -72,7 +72,7 @@ def _paired_diff(a, b)->np.ndarray:
     return 100 * (ra - rb)
 
 def _diff_cis(d:np.ndarray, # `(k, n)` per-image differences in points
-              n_boot:int, ci:float, seed:int, # as in `paired_bootstrap`
+              n_boot:int, ci:float, seed:int, # as in paired_bootstrap
              )->list: # one dict per row: `diff`, `lo`, `hi`
     "Each row's mean with its bootstrap interval; the same numbers as one `paired_bootstrap` call per row"
     lo, hi = np.quantile(_boot_means(d, n_boot, seed), _qs(ci), axis=1)                   # (k,), (k,)
@@ -136,7 +136,7 @@ def compare_line(name_a:str, # name of probe A
                  name_b:str, # name of probe B
                  a, # correctness of A: `(n,)` or `(seeds, n)`
                  b, # correctness of B on the same test images
-                 n_boot:int=10_000, ci:float=0.95, seed:int=0, # as in `paired_bootstrap`
+                 n_boot:int=10_000, ci:float=0.95, seed:int=0, # as in paired_bootstrap
                 )->str:
     "One sentence: top-1(A) - top-1(B) in points with its interval, McNemar's p, and the verdict"
     r, p = paired_bootstrap(a, b, n_boot, ci, seed), mcnemar_exact(a, b)['p']
@@ -146,7 +146,7 @@ def compare_line(name_a:str, # name of probe A
 # %% ../nbs/10a_stats.ipynb #26b139a5
 def compare_table(correct:dict, # probe name -> per-image correctness `(n,)` or `(seeds, n)`, on the same test images
                   ref:str, # the probe every other one is compared with
-                  n_boot:int=10_000, ci:float=0.95, seed:int=0, # as in `paired_bootstrap`
+                  n_boot:int=10_000, ci:float=0.95, seed:int=0, # as in paired_bootstrap
                  ): # `DataFrame` indexed by probe: top1, diff, lo, hi, n01, n10, p, verdict
     "Each probe against `ref`: its top-1 and the difference in points with interval, McNemar's p and the verdict"
     import pandas as pd
@@ -203,7 +203,7 @@ def _maps_mask(maps, mask):
     return maps, mask
 
 def attention_on_object(maps, # attention of M queries over N patches `(B, M, N)`
-                        mask, # bool `(B, N)` from `object_mask`
+                        mask, # bool `(B, N)` from object_mask
                        )->torch.Tensor: # `(B, M)` in [0, 1]
     "Share of each query's attention that falls on the object's patches"
     maps, mask = _maps_mask(maps, mask)
@@ -211,7 +211,7 @@ def attention_on_object(maps, # attention of M queries over N patches `(B, M, N)
 
 # %% ../nbs/10a_stats.ipynb #1e3925ee
 def pointing(maps, # attention of M queries over N patches `(B, M, N)`
-             mask, # bool `(B, N)` from `object_mask`
+             mask, # bool `(B, N)` from object_mask
             )->torch.Tensor: # bool `(B, M)`
     "Whether each query's most attended patch is on the object"
     maps, mask = _maps_mask(maps, mask)

@@ -106,12 +106,12 @@ def has_maps(probe:Probe)->bool:
     return (getattr(probe, 'tokens', 'patch') != 'prefix' and hasattr(probe.pool, 'attn_weights')
             and not getattr(probe.pool, 'grid', False))
 
-def object_attention(probe:Probe, # a probe with attention maps (`has_maps`)
+def object_attention(probe:Probe, # a probe with attention maps (has_maps)
                      patch:torch.Tensor, # patch tokens `(B, N, C)`
                      prefix:torch.Tensor, # prefix tokens `(B, P, C)` (or None)
                      images, # grey images `(B, H, W)` in [0, 1] at the encoder's input size, object bright
                      thresh:float=0.1, min_frac:float=0.25, # the mask rule (`stats.object_mask`)
-                    )->dict: # `on_object`, `pointing`, `area`: `(B,)` each
+                    )->dict: # `on_object`, pointing, `area`: `(B,)` each
     "Per image: attention mass on the object, share of queries pointing at it, and the object's share of patches"
     maps = attention_maps(probe, patch, prefix)                                    # (B, M, N)
     mask = object_mask(images, infer_grid(maps.shape[-1]), thresh, min_frac).to(maps.device)   # (B, N)
@@ -125,7 +125,7 @@ def _ci_cols(name:str, x)->dict:
 
 def object_table(probes:dict, # `{label: probe}`, each with attention maps
                  batches, # iterable of `(patch, prefix, images)`: tokens `(B, N, C)`, `(B, P, C)`, images `(B, H, W)`
-                 **kwargs, # the mask rule: `thresh`, `min_frac` (`object_attention`)
+                 **kwargs, # the mask rule: `thresh`, `min_frac` (object_attention)
                 ):
     "Per probe: `on_object` and `pointing` (mean, `_lo`, `_hi`: 95% bootstrap interval), `area`, entropy, overlap"
     import pandas as pd
@@ -147,7 +147,7 @@ def object_table(probes:dict, # `{label: probe}`, each with attention maps
 # %% ../nbs/12_viz.ipynb #80a64913
 def mean_attention(probe:Probe, # a probe with attention
                    batches, # iterable of `patch` tensors or `(patch, prefix, ...)` tuples (extra items ignored)
-                   renorm:bool=True, # as in `attention_maps`
+                   renorm:bool=True, # as in attention_maps
                   )->torch.Tensor: # `(M, N)`
     "The mean per-query attention map over a dataset"
     total, n = 0., 0
@@ -186,7 +186,7 @@ def _parts_rgb(img, parts, alpha=0.55):
     return (1 - alpha) * img + alpha * col
 
 # %% ../nbs/12_viz.ipynb #3a9266d7
-def plot_attention_grid(images, # `(B, H, W, 3)` display images (`to_display`)
+def plot_attention_grid(images, # `(B, H, W, 3)` display images (to_display)
                         maps:torch.Tensor, # `(B, M, H, W)` upsampled maps
                         queries:list=None, # which queries to show (default: `select_queries(maps, max_queries)`)
                         max_queries:int=8, # how many queries by default
@@ -234,7 +234,7 @@ def plot_part_map(images, # `(B, H, W, 3)` display images
     return fig
 
 # %% ../nbs/12_viz.ipynb #2ccb6b96
-def plot_mean_maps(mean:torch.Tensor, # `(M, N)` from `mean_attention`
+def plot_mean_maps(mean:torch.Tensor, # `(M, N)` from mean_attention
                    grid:tuple=None, # token grid `(h, w)`; default: square
                    ncols:int=8, # panels per row
                    size:float=1.3, # inches per panel
@@ -281,8 +281,8 @@ def figure_head(fit)->tuple:
         return pr.tokens != 'prefix' and hasattr(pr.pool, 'attn_weights') and not getattr(pr.pool, 'grid', False)
     return next(((g, key_of[h]) for g, h in fit.results['head'].items() if attentive(key_of[h])), (None, None))
 
-def save_run_attention(fit, # a fit (`fit_probes`): its `specs`, `model` (`ProbeSet`) and `results`
-                       p, # the run's `Prepared`: its encoder, test set and classes
+def save_run_attention(fit, # a fit (fit_probes): its `specs`, `model` (ProbeSet) and `results`
+                       p, # the run's Prepared: its encoder, test set and classes
                        folder, n:int=6, # where `attention.png` goes; how many test images (one per class)
                       ):
     "Write `attention.png` of `figure_head`'s head on one test image per class; note it in `fit.results['figure']`"
@@ -371,7 +371,7 @@ def _attention_pages(probe:Probe, enc, files:list, out:Path, # the head, its enc
 # %% ../nbs/12_viz.ipynb #89e495ba
 @call_parse
 def ep_attention(images:str, # an image file or a folder of images
-                 head:str, # a head saved by `save_head`/`fit_probes` (file stem, .json or .safetensors)
+                 head:str, # a head saved by save_head/fit_probes (file stem, .json or .safetensors)
                  encoder:str='efficientnet_lite0_imagenet', # short name, timm name, or a ViT asset .json/.safetensors
                  out:str='attention', # output folder for the PNGs and diversity.json
                  checkpoint:str=None, # local weights for a timm encoder name

@@ -98,3 +98,50 @@ def test_site_config_problems(tmp_path):
     assert len(probs) == 1 and probs[0].startswith('_proc/sidebar.yml (a metadata-file of _quarto.yml): missing')
     (tmp_path/'sidebar.yml').write_text((root/'nbs'/'sidebar.yml').read_text())
     assert dc.site_config_problems(tmp_path) == []
+
+# --- what a reader sees: one planted page per defect kind, each must fail; a clean page must pass -----------------
+def stream(text, name='stdout'): return {'output_type': 'stream', 'name': name, 'text': text}
+def markdown_out(text): return {'output_type': 'display_data', 'metadata': {}, 'data': {'text/markdown': text, 'text/plain': ''}}
+PLANTED = {   # page stem -> (cells, the start of the one problem the check must report)
+    'raw_sig': ([code('show_doc(f)', markdown_out('### f\n\n```python\nf(x:[`Tensor`](https://pytorch.org/docs/tensors.html))\n```\n'))],
+                "raw link markup: '[`Tensor`](https://pytorch.org/docs/tensors.html)"),
+    'raw_md': ([md('A comment that names a symbol: see [fit](fit.html#fit) (`[`x`](fit.html)` in a code span)')],
+               "raw link markup: "),
+    'nested': ([md('Go to [[Cache](cache.html)](cache.html#cache) now.')], "nested link: '[Cache](cache.html#cache)'"),
+    'dead': ([md('See [the cache](cache.html) and [the old page](no_such_page.html#x).')], "dead relative link 'no_such_page.html#x'"),
+    'path': ([code('fit()', stream(f'{root}/ep_probing/fit.py:266: some message\n', 'stderr'))],
+             f"build-machine path in an output: '{root}"),
+    'warn': ([code('fit()', stream('fit.py:266: UserWarning: the vmap fallback is slow\n', 'stderr'))],
+             "warning in an output: 'UserWarning: the vmap"),
+    'selfcall': ([code('show_doc(P.size)', markdown_out('### P.size\n\n>      P.size ()\n\n*Call self as a function.*\n'))],
+                 "'Call self as a function.' shown"),
+    'repeat': ([md('## fit_probes'), code('show_doc(fit_probes)', markdown_out('### fit_probes\n\n*Fit the heads*\n'))],
+               "heading 'fit_probes' repeats the heading after it"),
+    'dunder': ([code('show_doc(Run.__del__)', markdown_out('### Run.__del__\n\n*Close the run*\n'))],
+               "documented dunder: heading 'Run.__del__'"),
+    'clean': ([md('# Clean\nSee [the cache](cache.html#cache), [timm](https://github.com/huggingface/timm), `a[0](x)`.'),
+               code('xs = [f][0](1)', stream('accuracy 0.91\n')),
+               md('## Fitting'), code('show_doc(f)', markdown_out('### f\n\n```python\nf(x:Tensor)\n```\n')),
+               code('show_doc(Run.__init__)', markdown_out('### Run.__init__\n\n*Start a run*\n'))], None),
+}
+
+@pytest.fixture(scope='module')
+def planted(tmp_path_factory):
+    "One rendered page per defect kind, plus a clean one and `cache.html` for links to point at"
+    proc = tmp_path_factory.mktemp('planted')
+    for i, (stem, (cells, _)) in enumerate(PLANTED.items()): write_nb(proc/f'{i:02d}_{stem}.ipynb', cells, stem)
+    write_nb(proc/'90_cache.ipynb', [md('The cache page.')], 'Cache')
+    pages, fails = dc.render(proc)
+    assert fails == []
+    d = dc.browser()
+    try: infos = {h.stem: dc.inspect_page(d, h) for h in pages.values()}
+    finally: d.quit()
+    return {h.stem: dc.text_problems(infos[h.stem]) + dc.dead_links(infos[h.stem], h, pages.values()) for h in pages.values()}
+
+@pytest.mark.parametrize('stem', [s for s in PLANTED if PLANTED[s][1]])
+def test_planted_defect_fails(planted, stem):
+    probs = planted[stem]
+    assert any(p.startswith(PLANTED[stem][1]) for p in probs), probs
+
+def test_clean_page_passes(planted):
+    assert planted['clean'] == [] and planted['cache'] == []
