@@ -16,9 +16,9 @@ from .core import atomic_write, user_errors, spell
 from .probes import create_probe, Probe
 
 # %% ../nbs/09b_heads.ipynb #e866f74a
-def save_head(probe:Probe, # a probe made by `create_probe` (it carries `.config`)
+def save_head(probe:Probe, # a probe made by create_probe (it carries `.config`)
               path, # file stem: writes `path.safetensors` and `path.json`
-              hub=None, # also write a Hub-ready folder here (`hub_folder`)
+              hub=None, # also write a Hub-ready folder here (hub_folder)
               **meta): # extra facts to record (epoch, accuracy, encoder...)
     "Save a probe's weights and the config that rebuilds it (and, with `hub`, a Hub-ready folder)"
     if hub is not None: hub_folder(probe, hub, meta)                  # refuses a folder holding other files first
@@ -51,7 +51,7 @@ def _load_ours(js:Path, st:Path, name, device='cpu')->Probe:
     return p.to(device).eval()
 
 # %% ../nbs/09b_heads.ipynb #0f181ea7
-def load_head(path, # a `save_head` stem (or its .json/.safetensors), a Hub-ready folder, an `ep_head.pth` or hf://...
+def load_head(path, # a save_head stem (or its .json/.safetensors), a Hub-ready folder, an `ep_head.pth` or hf://...
               device='cpu')->Probe:
     "Rebuild a saved head in eval mode, with its metadata in `.meta`"
     if str(path).startswith('hf://'): path = hub_download(str(path))
@@ -162,9 +162,9 @@ def model_card(config:dict, meta:dict, command:str=None)->str:
         *(['## Command', '```', command, '```'] if command else []), ''])
 
 # %% ../nbs/09b_heads.ipynb #694993f0
-def hub_folder(probe:Probe, # a probe made by `create_probe` (it carries `.config`)
-               folder, # the folder to write (new, or one `hub_folder` wrote)
-               meta:dict=None, # the facts to record (as `save_head`'s keywords)
+def hub_folder(probe:Probe, # a probe made by create_probe (it carries `.config`)
+               folder, # the folder to write (new, or one hub_folder wrote)
+               meta:dict=None, # the facts to record (as save_head's keywords)
                command:str=None, # the command that trained it, for the model card
               )->Path:
     "Write a Hub-ready folder: `config.json`, `model.safetensors` and a README model card"
@@ -185,7 +185,7 @@ def _read_json(f:Path, what:str):
     except (ValueError, UnicodeDecodeError) as e:
         raise ValueError(f"{f} is not JSON ({type(e).__name__}); {what}") from None
 
-def run_head(run, # an `ep_probe` output folder
+def run_head(run, # an ep_probe output folder
              probe:str=None, # one of its probes (default: the best on validation)
              device='cpu')->Probe:
     "The saved head of a run's probe, its `.meta` updated with the run's `meta.json` and results row"
@@ -207,7 +207,7 @@ def run_head(run, # an `ep_probe` output folder
     return h
 
 # %% ../nbs/09b_heads.ipynb #78b3ad1c
-def export_head(run, # an `ep_probe` output folder
+def export_head(run, # an ep_probe output folder
                 folder, # the Hub-ready folder to write
                 probe:str=None, # one of its probes (default: the best on validation)
                )->Path:
@@ -224,7 +224,7 @@ def export_head(run, # an `ep_probe` output folder
     return hub_folder(h, folder, m, command=cmd + note)
 
 # %% ../nbs/09b_heads.ipynb #c5cd17c6
-def head_encoder(h:Probe, # a head whose `.meta` names its encoder (`run_head`, `load_head`)
+def head_encoder(h:Probe, # a head whose `.meta` names its encoder (run_head, load_head)
                  encoder:str=None, checkpoint:str=None, layer:int=None, # overrides of the head's facts
                  norm:str='auto', device=None):
     "The frozen encoder (and layer) a head was trained on, with the run's input size, mean and std"
@@ -249,7 +249,7 @@ def head_encoder(h:Probe, # a head whose `.meta` names its encoder (`run_head`, 
 
 # %% ../nbs/09b_heads.ipynb #98526e4c
 @torch.no_grad()
-def predict(h:Probe, enc, # a head and its frozen encoder (`head_encoder`)
+def predict(h:Probe, enc, # a head and its frozen encoder (head_encoder)
             images:list, # PIL images
             topk:int=1)->list: # per image `[(class, probability), ...]`, most probable first
     "The `topk` classes of each image and their probabilities"

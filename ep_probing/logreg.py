@@ -54,8 +54,8 @@ def logreg_fit(x:torch.Tensor, # training features `(n, C)`
 def logreg_sweep(x_tr:torch.Tensor, y_tr:torch.Tensor, # training features `(n, C)` and labels
                  x_va:torch.Tensor, y_va:torch.Tensor, # validation features and labels, to choose `C`
                  Cs=tuple(10. ** np.arange(-4, 5)), # the sweep (ascending after sorting)
-                 num_classes:int=None, **kwargs, # `K`; `logreg_fit`'s options
-                )->tuple: # (`DataFrame` of validation top-1 and seconds per `C`, the best `LogReg`)
+                 num_classes:int=None, **kwargs, # `K`; logreg_fit's options
+                )->tuple: # (`DataFrame` of validation top-1 and seconds per `C`, the best LogReg)
     "Fit at every `C`, each warm-started from the last; the validation top-1 of each and the best fit"
     import pandas as pd
     if len(x_va) == 0: raise ValueError("logreg_sweep needs validation features to choose C; got none")
@@ -68,11 +68,11 @@ def logreg_sweep(x_tr:torch.Tensor, y_tr:torch.Tensor, # training features `(n, 
     return pd.DataFrame(rows).set_index('C'), best[1]
 
 # %% ../nbs/10c_logreg.ipynb #33d1e355
-def logreg_eval(c_tr, c_te, # the training and test `FeatureCache`s
+def logreg_eval(c_tr, c_te, # the training and test FeatureCaches
                 tr_idx, va_idx, # rows of `c_tr` to fit on and to choose `C` on
                 layer:int, # the block whose tokens are read
-                kinds=('cls', 'gap'), # global features: the [CLS] token, the mean patch token (`global_features`)
-                device:str='cpu', **kwargs, # where to fit; `logreg_sweep`'s options
+                kinds=('cls', 'gap'), # global features: the [CLS] token, the mean patch token (global_features)
+                device:str='cpu', **kwargs, # where to fit; logreg_sweep's options
                )->dict:
     "`{kind: {'top1', 'C', 'val_top1', 'fit_s', 'params', 'sweep'}}`: logistic regression per global feature"
     tr_idx, va_idx, res = np.asarray(tr_idx), np.asarray(va_idx), {}
