@@ -1,25 +1,19 @@
 """`ep_probe` with bad inputs, from an adversarial pass: each case fails with one line `ep_probe: error: ...` and exit 2
 (never a traceback), before any extraction or training, and leaves what was already written alone."""
+from functools import partial
 import json, os, subprocess, sys
 from pathlib import Path
 import pytest, torch
-from fastcore.script import anno_parser
 from PIL import Image
 from ep_probing.pipeline import ep_probe
 from ep_probing.core import out_lock
+sys.path.insert(0, str(Path(__file__).parent))
+import console   # noqa: E402
 
 TINY = ['--train_size', '500', '--test_size', '200', '--epochs', '1']
 
 
-def run_cli(monkeypatch, capsys, args):
-    "Run the command `ep_probe args` in this process, as its console script does: `(exit code, stdout, stderr)`"
-    monkeypatch.setattr(sys, 'argv', ['ep_probe', *map(str, args)])        # `user_errors` knows the command by argv[0]
-    ns = anno_parser(ep_probe).parse_args(list(map(str, args)))            # as fastcore's `call_parse` does for the script
-    kw = {k: v for k, v in vars(ns).items() if v is not None and k not in ('pdb', 'xtra')}
-    try: ep_probe(**kw); code = 0
-    except SystemExit as e: code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
+run_cli = partial(console.run_cli, ep_probe)   # `(monkeypatch, capsys, args)` -> `(code, out, err)`
 
 
 def one_line_error(code, err, contains):

@@ -1,9 +1,8 @@
 """The other commands with bad inputs: `ep_attention` (damaged heads, a decompression bomb), `ep_bench`, `ep_pretrain` and
 `ep_experiment` (bad flag values). Each fails with one line `<command>: error: ...` and exit 2, never a traceback, and writes
 nothing. Run in this process, as each console script does."""
-import json, sys
+import json, os, sys
 import pytest, torch, timm
-from fastcore.script import anno_parser
 from PIL import Image
 from safetensors.torch import save_file
 from ep_probing.probes import create_probe
@@ -12,16 +11,10 @@ from ep_probing.viz import ep_attention
 from ep_probing.bench import ep_bench
 from ep_probing.mae import ep_pretrain
 from ep_probing.experiments import ep_experiment
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from console import run_cli   # noqa: E402
 
 
-def run_cli(fn, monkeypatch, capsys, args):
-    "Run the command `fn` with `args` as its console script does: `(exit code, stdout, stderr)`"
-    monkeypatch.setattr(sys, 'argv', [fn.__name__, *map(str, args)])      # `user_errors` knows the command by argv[0]
-    ns = anno_parser(fn).parse_args(list(map(str, args)))
-    try: fn(**{k: v for k, v in vars(ns).items() if k not in ('pdb', 'xtra')}); code = 0
-    except SystemExit as e: code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_line_error(cmd, code, err, contains):

@@ -1,26 +1,20 @@
 """Heads that leave the run (issue 41, points 2 and 3): the paper code's released EP heads load with the same logits,
 `ep_predict` labels real Fashion-MNIST test images with a head `ep_probe` trained, Hub-ready folders reload, and every
 user mistake is one line `ep_predict: error: ...` with exit 2."""
+from functools import partial
 import json, os, shutil, sys
 import numpy as np, pytest, torch
-from fastcore.script import anno_parser
 import huggingface_hub.constants as hfc
 from ep_probing.data import fmnist_sample, subset_indices
 from ep_probing.heads import ep_predict, load_head, save_head, run_head, export_head
 from ep_probing.pipeline import ep_probe
 from ep_probing.probes import create_probe
 from ep_probing.stats import unpack_correct
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import console   # noqa: E402
 
 
-def run_cli(monkeypatch, capsys, args):
-    "Run `ep_predict args` in this process, as its console script does: `(exit code, stdout, stderr)`"
-    monkeypatch.setattr(sys, 'argv', ['ep_predict', *map(str, args)])
-    ns = anno_parser(ep_predict).parse_args(list(map(str, args)))
-    kw = {k: v for k, v in vars(ns).items() if v is not None and k not in ('pdb', 'xtra')}
-    try: ep_predict(**kw); code = 0
-    except SystemExit as e: code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
+run_cli = partial(console.run_cli, ep_predict)   # `(monkeypatch, capsys, args)` -> `(code, out, err)`
 
 
 def one_line_error(code, err, contains):

@@ -5,19 +5,12 @@ process, as each console script does; the run folders are written here in the fo
 import json, shlex, shutil, sys
 from pathlib import Path
 import numpy as np, pytest
-from fastcore.script import anno_parser
 from ep_probing.stats import pack_correct
 from ep_probing.leaderboard import ep_leaderboard, ep_compare
+sys.path.insert(0, str(Path(__file__).parent))
+from console import run_cli   # noqa: E402
 
 
-def run_cli(fn, monkeypatch, capsys, args):
-    "Run the command `fn` with `args` as its console script does: `(exit code, stdout, stderr)`"
-    monkeypatch.setattr(sys, 'argv', [fn.__name__, *map(str, args)])      # `user_errors` knows the command by argv[0]
-    ns = anno_parser(fn).parse_args(list(map(str, args)))
-    try: fn(**{k: v for k, v in vars(ns).items() if k not in ('pdb', 'xtra')}); code = 0
-    except SystemExit as e: code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_line_error(cmd, code, err, *contains):

@@ -1,24 +1,18 @@
 """The feature cache, from a hostile user pass (issue 37): an image replaced in place is never served stale tokens, and
 every error about the cache folder says to choose another one, in one line, with nothing lost."""
+from functools import partial
 import os, sys
 from pathlib import Path
 import numpy as np
-from fastcore.script import anno_parser
 from PIL import Image
 from ep_probing.cache import FeatureCache, read_shard
 from ep_probing.data import image_folder
 from ep_probing.pipeline import ep_probe
+sys.path.insert(0, str(Path(__file__).parent))
+import console   # noqa: E402
 
 
-def run_cli(monkeypatch, capsys, args):
-    "Run `ep_probe args` in this process, as its console script does: `(exit code, stdout, stderr)`"
-    monkeypatch.setattr(sys, 'argv', ['ep_probe', *map(str, args)])        # `user_errors` knows the command by argv[0]
-    ns = anno_parser(ep_probe).parse_args(list(map(str, args)))
-    kw = {k: v for k, v in vars(ns).items() if v is not None and k not in ('pdb', 'xtra')}
-    try: ep_probe(**kw); code = 0
-    except SystemExit as e: code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
+run_cli = partial(console.run_cli, ep_probe)   # `(monkeypatch, capsys, args)` -> `(code, out, err)`
 
 
 def one_line_error(code, err, *contains):

@@ -1,10 +1,10 @@
 """Issue 37, the data cases: no dataset file can run code, `hf:` labels are checked, and every bad file or row is one
 line `ep_probe: error: ...` (exit 2) naming it, before any extraction. The bad files are built here, on the tiny copies
 of tests/tiny_datasets.py; a planted pickle would create MARKER, which must not exist afterwards."""
+from functools import partial
 import io, math, os, pickle, struct, sys, zlib
 from pathlib import Path
 import numpy as np, pytest
-from fastcore.script import anno_parser
 from PIL import Image
 from ep_probing.pipeline import ep_probe
 from ep_probing.datasets import load_named
@@ -14,19 +14,12 @@ datasets.disable_progress_bars()   # their bars go to stderr, where the tests lo
 
 sys.path.insert(0, str(Path(__file__).parent))
 from tiny_datasets import make_tiny, make_tiny_hf   # noqa: E402
+import console   # noqa: E402
 
 TINY = ['--epochs', '1', '--probes', 'lp', '--blrs', 'none', '--bs', '4', '--valid_pct', '0.3']
 
 
-def run_cli(monkeypatch, capsys, args):
-    "Run the command `ep_probe args` in this process, as its console script does: `(exit code, stdout, stderr)`"
-    monkeypatch.setattr(sys, 'argv', ['ep_probe', *map(str, args)])
-    ns = anno_parser(ep_probe).parse_args(list(map(str, args)))
-    kw = {k: v for k, v in vars(ns).items() if v is not None and k not in ('pdb', 'xtra')}
-    try: ep_probe(**kw); code = 0
-    except SystemExit as e: code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
+run_cli = partial(console.run_cli, ep_probe)   # `(monkeypatch, capsys, args)` -> `(code, out, err)`
 
 
 def refused(tmp_path, monkeypatch, capsys, data, *contains, root=None):
