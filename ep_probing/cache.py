@@ -192,7 +192,6 @@ def _free_space(path)->int:
     return shutil.disk_usage(_nearest(path)).free
 
 def _another()->str: return f"choose another {spell('cache_dir')}"   # the way out of any trouble with the cache folder
-def _switch(name:str)->str: return s if (s := spell(name)).startswith('--') else spell(name, True)   # stream=True
 
 def check_free_space(path, # where the cache will be written
                      needed:int, # bytes about to be written
@@ -205,8 +204,8 @@ def check_free_space(path, # where the cache will be written
     each = f" (each of the {layers} takes {human_bytes(needed // layers)})" if layers > 1 else ''
     raise ValueError(f"not enough free disk for the feature cache in {str(path)!r}: it needs {human_bytes(needed)}, "
                      f"{human_bytes(free)} are free; stream the images instead of caching their tokens "
-                     f"({_switch('stream')}), probe fewer {spell('layers')}{each}, free some space (the cache is fp16, "
-                     f"the smallest cache dtype it has), or {_another()}")
+                     f"({spell('stream', True)}), probe fewer {spell('layers')}{each}, free some space (the cache is "
+                     f"fp16, the smallest cache dtype it has), or {_another()}")
 
 # %% ../nbs/07_cache.ipynb #350925c5
 def _check_writable(path, # the cache folder about to be made or written in

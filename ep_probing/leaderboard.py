@@ -244,8 +244,7 @@ def check_out(out, # the `--out` folder
     clash = sorted((names & set(_outputs[cmd])) - own)                     # never replaced, even with force
     if clash: raise ValueError(f"{flag} holds {', '.join(clash)}, which {cmd} did not write; move it away or "
                                "choose another folder")
-    other, f = sorted(names - own), spell('force')
-    f = f if f.startswith('--') else 'force=True'
+    other, f = sorted(names - own), spell('force', True)
     what = 'an ep_probe run' if names & {'results.json', 'meta.json'} else f"files {cmd} did not write"
     if other and not force:
         raise ValueError(f"{flag} holds {what} ({', '.join(other[:4])}{', ...' if len(other) > 4 else ''}); choose "
