@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['dataset_fingerprint', 'encoder_identity', 'cache_key', 'human_bytes', 'cache_bytes', 'check_free_space',
-           'is_complete', 'damaged_shards', 'extract_features', 'FeatureCache', 'CachedTokens', 'cached_dl',
-           'TokenLoaders', 'cache_dls', 'write_shard', 'read_shard']
+           'write_shard', 'read_shard', 'is_complete', 'damaged_shards', 'extract_features', 'FeatureCache',
+           'CachedTokens', 'cached_dl', 'TokenLoaders', 'cache_dls']
 
 # %% ../nbs/07_cache.ipynb #8bdbf779
 import contextvars, errno, hashlib, json, os, shutil, tempfile, time, warnings
@@ -786,8 +786,3 @@ def cache_dls(enc, tr, te, # frozen encoder, train and test datasets
     dls = DataLoaders(cached_dl(t, bs, True, device, drop_last=len(t) > bs), cached_dl(v, bs, device=device),
                       device=device)
     return TokenLoaders(dls, cached_dl(CachedTokens(c_te), bs, device=device), c_tr, c_te, t.idxs)
-
-# %% ../nbs/07_cache.ipynb #a68548a6
-# nbdev wraps `__all__` at 120 columns and then prefixes `__all__ = `; these names, exported with `exporti`
-# above, join it last so that its first line stays within 120 columns
-_all_ = ['write_shard', 'read_shard']
