@@ -18,3 +18,9 @@ def test_long_line_outside_all_is_found_inside_is_not(tmp_path, monkeypatch):
 def test_module_without_all_has_no_block(tmp_path):
     (tmp_path/'m.py').write_text("x = 1\n")
     assert list(lint.all_block(tmp_path/'m.py')) == []
+
+
+def test_dataclass_fields_do_not_count_other_lines_do():
+    fields = ''.join(f"    f{i}:int={i} # option {i}\n" for i in range(40))
+    assert lint.code_lines(f"@dataclass\nclass C:\n{fields}") == 2
+    assert lint.code_lines(''.join(f"x{i} = {i} # a comment\n" for i in range(40))) == 40
