@@ -36,7 +36,7 @@ def parse_blrs(blrs, # 'default', 'none' or None, '1e-3,1e-2' (or '1e-3|1e-2'), 
 class RunConfig:
     "Every option of a probing run: checked when made, the device and precisions resolved once when first read"
     layers:str='-1' # blocks to probe: '-1', '0,3,5' or 'all' (every probe at every layer, one backbone pass)
-    random_init:bool=False # timm names: random weights instead of pretrained (a baseline; the table says so)
+    pretrained:bool=True # timm names: the pretrained weights; False: random ones, a baseline (`--random_init`)
     checkpoint:str=None # timm names: load weights from this local .safetensors/.pth file
     img_size:int=None # input size for timm models (e.g. 224: DINOv2 defaults to 518 px, 1,369 tokens)
     norm:str='auto' # final norm on the tokens: auto (the paper's choice for a --list_encoders name), on, off
@@ -168,9 +168,11 @@ def head_precision(self:RunConfig)->str:
     return resolve_precision(self.precision, self.torch_device)
 
 # %% ../nbs/08a_config.ipynb #1f57b64f
-def config_options(cls=RunConfig):
-    "Decorator: `f(**kwargs)` takes the fields of dataclass `cls` as keyword options, documented by their comments"
+def config_options(cls=RunConfig, # a dataclass
+                   but:tuple=(), # fields that are not flags (the command spells them its own way)
+                  ):
+    "Decorator: `f(..., **kwargs)` takes the fields of dataclass `cls` as keyword options, with their comments"
     def deco(f):
-        f = delegates(cls)(f); f.__delwrap__ = cls               # docments reads the comments from `cls`'s source
+        f = delegates(cls, but=but)(f); f.__delwrap__ = cls      # docments reads the comments from `cls`'s source
         return f
     return deco

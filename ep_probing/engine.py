@@ -20,7 +20,8 @@ from fastai.learner import Learner
 import fastai.distributed  # noqa: F401 (the import adds Learner.distrib_ctx: DDP through accelerate)
 from fastai.distributed import DistributedDL, DistributedTrainer
 from fastai.torch_core import rank_distrib, num_distrib, to_float
-from .core import atomic_write, interactive, Interrupted, resolve_precision, spell
+from .core import atomic_write, interactive, Interrupted, spell
+from .config import resolve_precision
 
 # %% ../nbs/07a_engine.ipynb #f8f69adb
 def lars_scale(p, trust_coeff=0.001, wd=0., **kwargs):
@@ -210,12 +211,13 @@ class CPUAutocast(Callback):
 
 # %% ../nbs/07a_engine.ipynb #c93aed8c
 def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
-                precision:str='auto', # 'auto', 'bf16', 'fp16' or 'none' (`core.resolve_precision`)
+                precision:str='none', # 'bf16', 'fp16' or 'none', as the run's config resolved it
                 progress:bool=True, # live bars in a terminal or notebook; one line per epoch in logs
                 resume_hint:str=None, # what Ctrl-C tells the user (default: continue with `resume`)
+                device:str=None, # where to fit, as the run's config resolved it (None: where the model is)
                )->str: # the precision it trained in
-    "Fit `learn` on CUDA if present, with mixed precision, bars or log lines, DDP under torchrun; Ctrl-C: how to resume"
-    dev = 'cuda' if torch.cuda.is_available() else 'cpu'
+    "Fit `learn` on `device` in `precision`, with bars or log lines, DDP under torchrun; Ctrl-C: how to resume"
+    device = str(device or next(learn.model.parameters()).device); dev = device.split(':')[0]
     precision, cbs = resolve_precision(precision, dev), list(cbs)
     cpu_ac = CPUAutocast() if dev == 'cpu' and precision == 'bf16' else None
     if cpu_ac: cbs.append(cpu_ac)
@@ -223,12 +225,11 @@ def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
     elif precision == 'fp16': learn.to_fp16()
     learn.remove_cb(ProgressCallback); learn.logger = lambda *a: None      # no table of every metric: `EpochLine`
     if progress and not rank_distrib(): cbs += [_Bars(), EpochLine()] if interactive() else [EpochLine()]
-    learn.dls.to(dev); learn.model.to(dev)
+    learn.dls.to(device); learn.model.to(device)
     if num_distrib() > 1:                                   # under torchrun: DDP through fastai + accelerate
         if dev == 'cpu': os.environ.setdefault('ACCELERATE_USE_CPU', 'true')   # gloo on CPU, nccl on GPU
         cbs.append(ProbeDistributedTrainer(sync_bn=dev == 'cuda'))            # SyncBatchNorm needs CUDA
-    for c in cbs:
-        if isinstance(c, Checkpoint): c.epochs_saved = start_epoch
+    for c in [c for c in cbs if isinstance(c, Checkpoint)]: c.epochs_saved = start_epoch
     try: learn.fit(epochs, cbs=cbs, start_epoch=start_epoch)
     except KeyboardInterrupt:
         n = max([c.epochs_saved for c in cbs if isinstance(c, Checkpoint)], default=0)

@@ -15,7 +15,8 @@ from .cache import cache_dls, TokenLoaders
 from .data import stratified_split, subset_indices, stream_dls
 from .datasets import load_data
 from .specs import resolve_specs, build_heads, check_heads
-from .core import resolve_precision, spell
+from .core import spell
+from .config import RunConfig
 
 # %% ../nbs/10b_prepare.ipynb #74c45f4b
 def _encoder(encoder, layers, precision:str, **kwargs)->FrozenEncoder:
@@ -47,30 +48,23 @@ class Prepared:
     "A run's inputs: frozen encoder, data, seeded stratified train/valid split; DataLoaders of cached tokens or images"
     def __init__(self, encoder='mae_fmnist', # short name, timm model name, an `nn.Module` or a FrozenEncoder
                  data:str='fashion_mnist_sample', # a name of `data_names`, or an image folder (train/, test/)
-                 layers:str='-1', # blocks to read: '-1', '0,3,5' or 'all'
-                 train_size:int=0, test_size:int=0, # stratified subsets of train and test (0: all)
-                 valid_pct:float=0.1, # held out from train for model selection
-                 seed:int=0, # seeds the splits
-                 stream:bool=False, # stream images (with augmentation) instead of caching tokens
-                 bs:int=256, cache_dir='~/.cache/ep_probing/features', workers:int=0, progress:bool=True,
-                 pretrained:bool=True, checkpoint:str=None, norm:bool=None, # encoder (pretrained=False: random weights)
-                 data_path:str=None, device:str=None,
-                 img_size:int=None, # input size (timm's `img_size`), e.g. 224 for a DINOv2 built for 518
-                 precision:str='auto', # of extraction and heads: 'auto', 'bf16', 'fp16' or 'none' (fp32)
+                 cfg:RunConfig=None, # the run's options (default `RunConfig()`); `**options` change some of them
+                 progress:bool=True, # progress bars while extracting
+                 **options, # RunConfig options: layers, train_size, test_size, valid_pct, seed, stream, bs, ...
                 ):
-        self.device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
-        self.precision = precision                                       # the heads' (`fit_probes`), and:
-        self.extract_precision = resolve_precision(precision, 'cuda' if self.device.startswith('cuda') else 'cpu')
-        self.enc = _encoder(encoder, layers, self.extract_precision, pretrained=pretrained, checkpoint=checkpoint,
-                            norm=norm, img_size=img_size)                # built once; `--layers` resolved on its depth
+        self.cfg = c = RunConfig.of(cfg, **options)
+        self.device, self.extract_precision = c.torch_device, c.extract_precision       # decided once, by the config
+        self.enc = _encoder(encoder, c.layers, self.extract_precision, pretrained=c.pretrained, norm=c.norm,
+                            checkpoint=c.checkpoint, img_size=c.img_size)   # built once; `layers` resolved on its depth
         self.layers, self.depth = self.enc.layers, self.enc.depth
-        self.train_ds, test_ds, self.classes, self.name = load_data(data, data_path, channels=self.enc.in_chans)
+        self.train_ds, test_ds, self.classes, self.name = load_data(data, c.data_path, channels=self.enc.in_chans)
         if len(self.classes) < 2:
             raise ValueError(f"{self.name} has {len(self.classes)} class; probing needs at least two")
-        self.tr_idx, self.va_idx, self.test_ds = split_rows(self.train_ds, test_ds, train_size, test_size,
-                                                            valid_pct, seed)
-        self.dim, self.stream, self.bs, self.workers, self.progress = self.enc.embed_dim, stream, bs, workers, progress
-        self.cache_dir, self.seed = Path(cache_dir).expanduser(), seed
+        self.tr_idx, self.va_idx, self.test_ds = split_rows(self.train_ds, test_ds, c.train_size, c.test_size,
+                                                            c.valid_pct, c.seed)
+        self.dim, self.stream, self.bs, self.workers = self.enc.embed_dim, c.stream, c.bs, c.workers
+        self.progress = progress
+        self.cache_dir, self.seed = Path(c.cache_dir).expanduser(), c.seed
 
 # %% ../nbs/10b_prepare.ipynb #06068204
 @patch(as_prop=True)

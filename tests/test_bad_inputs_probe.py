@@ -36,13 +36,13 @@ BAD = [
     (['--probes', 'ep:blr=inf'], 'finite positive'), (['--probes', 'ep:blr=-1'], 'finite positive'),
     (['--probes', 'ep:blr='], 'empty value'), (['--probes', 'ep:blr=1e-3|'], 'empty value'),
     (['--probes', 'ep:blr=' + '|'.join(['1e-3'] * 100)], 'at most 64'),
-    (['--blr', 'nan'], '--blr: a learning rate must be a finite positive'), (['--lr', '-1'], '--lr'),
-    (['--blrs', 'inf,1e-3'], "--blrs 'inf,1e-3'"), (['--train_size', '-5'], '--train_size -5'),
+    (['--blr', 'nan'], '--blr nan: a learning rate must be a finite positive'), (['--lr', '-1'], '--lr'),
+    (['--blrs', 'inf,1e-3'], "--blrs inf,1e-3: a learning rate must be a finite positive number like 1e-3, got 'inf'"), (['--train_size', '-5'], '--train_size -5'),
     (['--seed', '-1'], '--seed -1'), (['--workers', '-1', '--stream'], '--workers -1'),
     (['--train_size', '10', '--bs', '1'], 'give a larger --train_size'), (['--epochs', '0'], '--epochs 0'),
     (['--out', '/proc/nope'], 'choose a writable --out'), (['--probes', 'nosuch'], 'unknown probe'),
     (['--layers', '9'], 'valid indices'), (['--valid_pct', '1.5'], '--valid_pct'), (['--opt', 'sgd'], '--opt'),
-    (['--norm', 'yes'], '--norm'), (['--device', 'tpu'], '--device'), (['--precision', 'fp8'], "--precision 'fp8'"),
+    (['--norm', 'yes'], '--norm'), (['--device', 'tpu'], '--device'), (['--precision', 'fp8'], "--precision fp8: use auto, bf16, fp16, none"),
 ]
 
 @pytest.mark.parametrize('args, contains', BAD, ids=[' '.join(a)[:40] for a, _ in BAD])
@@ -119,7 +119,7 @@ def test_closed_pipe_still_writes_results(tmp_path):
 def test_flag_mistakes_fail_before_torch_loads(cmd, args, msg):
     "The console scripts check their simple flags before importing torch: an error exit costs a fraction of a second, not ~5-10 s"
     code = (f"import sys; sys.argv = {[cmd, *args]!r}\n"
-            f"from ep_probing.core import {cmd}_main\n"
+            f"from ep_probing.cli import {cmd}_main\n"
             f"try: {cmd}_main()\n"
             "except SystemExit as e: print(e.code, 'torch' in sys.modules)")
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
@@ -150,7 +150,7 @@ def test_random_init_is_asked_for_and_reported(tmp_path, monkeypatch, capsys):
 
 def test_console_script_exits_0_after_success(tmp_path, monkeypatch):
     "A command whose function returns a value (ep_pretrain returns its json) must still exit 0, printing nothing more"
-    from ep_probing.core import ep_pretrain_main
+    from ep_probing.cli import ep_pretrain_main
     monkeypatch.setattr(sys, 'argv', ['ep_pretrain', '--out', str(tmp_path/'vit'), '--epochs', '1', '--limit', '64', '--depth', '1',
                                       '--embed_dim', '24', '--num_heads', '2', '--decoder_dim', '16', '--decoder_depth', '1',
                                       '--patch_size', '7', '--bs', '32'])

@@ -1,5 +1,5 @@
-"""`--help` and `-h` of the console commands that `ep_probing.core.console` runs: the help of the real function, printed
-without importing torch (`core.light_parser` reads the command's source). Each command runs in a fresh interpreter,
+"""`--help` and `-h` of the console commands that `ep_probing.cli.console` runs: the help of the real function, printed
+without importing torch (`cli.light_parser` reads the command's source). Each command runs in a fresh interpreter,
 as its console script does; the notebook nbs/00_core.ipynb checks that the text equals `anno_parser`'s."""
 import os, subprocess, sys
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 root = Path(__file__).resolve().parents[1]
 # the console script's body, then whether torch was imported, on stderr (atexit: `--help` ends in SystemExit)
 wrapper = ("import atexit, sys; atexit.register(lambda: print('torch', 'torch' in sys.modules, file=sys.stderr)); "
-           "import ep_probing.core as c; sys.argv = sys.argv[1:]; getattr(c, sys.argv[0] + '_main')()")
+           "import ep_probing.cli as c; sys.argv = sys.argv[1:]; getattr(c, sys.argv[0] + '_main')()")
 
 
 @pytest.mark.parametrize('cmd, flag, opt', [('ep_probe', '--help', '--probes'), ('ep_probe', '-h', '--halving'),

@@ -5,7 +5,8 @@ import pytest
 from fastcore.script import anno_parser
 from PIL import Image
 import ep_probing.fit as fit
-from ep_probing.pipeline import run_probing, apply_recipe, ep_probe
+from ep_probing.pipeline import run_probing, ep_probe
+from ep_probing.config import RunConfig
 
 
 def folder(root, n=40):
@@ -32,10 +33,10 @@ def steps(monkeypatch):
 
 
 def test_recipe_paper_steps_once_per_effective_batch(tmp_path, steps):
-    o = apply_recipe('paper', epochs=1, accum_bs=32, opt=None, blrs=None, stream=None)   # a tiny effective batch for a tiny folder
-    assert (o['opt'], o['stream'], o['epochs'], o['accum_bs']) == ('lars', True, 1, 32)
-    learn = run_probing('mae_fmnist', data=str(folder(tmp_path/'d')), probes='lp', bs=8, out=None, cache_dir=tmp_path/'c',
-                        progress=False, **o)
+    o = RunConfig.paper(epochs=1, accum_bs=32)                             # a tiny effective batch for a tiny folder
+    assert (o.opt, o.stream, o.epochs, o.accum_bs) == ('lars', True, 1, 32)
+    learn = run_probing('mae_fmnist', str(folder(tmp_path/'d')), 'lp', o, bs=8, out=None, cache_dir=str(tmp_path/'c'),
+                        progress=False)
     seen = len(learn.learn.dls.train) * 8                                    # images through the encoder in the epoch (drop_last)
     assert seen >= 64 and steps['steps'] == seen // 32, (seen, steps)  # one step per 32 images, not per batch of 8
     assert len(learn.results) == 1 and len(learn.heads) == 7           # lp over the paper code's 7-point blr grid

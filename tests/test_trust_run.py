@@ -126,7 +126,7 @@ def test_full_disk_while_checkpointing(tmp_path, monkeypatch, capsys):
 
 def test_stdout_closed(tmp_path):
     "`ep_probe ... >&-`: the run goes on and writes its results; nothing on stderr but its progress"
-    wrapper = "import sys; sys.argv = ['ep_probe', *sys.argv[1:]]; from ep_probing.core import ep_probe_main; ep_probe_main()"
+    wrapper = "import sys; sys.argv = ['ep_probe', *sys.argv[1:]]; from ep_probing.cli import ep_probe_main; ep_probe_main()"
     args = ' '.join(['--train_size', '100', '--test_size', '50', '--epochs', '1', '--probes', 'gap',
                      '--out', str(tmp_path/'o'), '--cache_dir', str(tmp_path/'c')])
     r = subprocess.run(['sh', '-c', f'"{sys.executable}" -c "{wrapper}" {args} >&-'], capture_output=True, text=True,
