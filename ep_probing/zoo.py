@@ -10,7 +10,6 @@ __all__ = ['paper_pool_params', 'to_grid', 'CrossAttentionPool', 'ABMILPool', 'S
 # %% ../nbs/04a_zoo.ipynb #6e8d96d2
 import torch, torch.nn as nn, torch.nn.functional as F
 from functools import partial
-from fastcore.basics import patch
 from timm.layers import (Attention, AttentionPool2d, AttentionPoolLatent, Mlp, SimPool1d,
                          trunc_normal_, use_fused_attn)
 from timm.layers.cbam import CbamModule
@@ -34,6 +33,10 @@ def _merge(o:torch.Tensor): # `(B, H, L, d)`
     "Concatenate heads: `(B, H, L, d) -> (B, L, H d)`"
     return o.transpose(1, 2).flatten(2)  # (B, L, H d)
 
+def _without_first(a:torch.Tensor): # attention weights `(..., 1 + N)`
+    "The weights over all but the first token, renormalised to sum to 1: `(..., N)`"
+    return a[..., 1:] / a[..., 1:].sum(-1, keepdim=True)
+
 def to_grid(x:torch.Tensor, # patch tokens `(B, N, C)`, `N` a square
             dim:int, # expected token width `C`
            )->torch.Tensor: # feature map `(B, C, H, W)`
@@ -54,31 +57,24 @@ class CrossAttentionPool(nn.Module):
         super().__init__()
         if head_dim is None: check_divisible(dim, num_heads, what='num_heads'); head_dim = dim // num_heads
         self.dim, self.out_dim, self.num_heads, self.head_dim = dim, dim, num_heads, head_dim
-        self.pool_first = pool_first
-        self.scale, self.fused_attn = head_dim ** -0.5, use_fused_attn()
+        self.pool_first, self.scale, self.fused_attn = pool_first, head_dim ** -0.5, use_fused_attn()
     def _attn(self, q, k): return ((q * self.scale) @ k.transpose(-2, -1)).softmax(-1)  # (B, H, L, N)
     def _qkv(self, x): raise NotImplementedError(f"{type(self).__name__} must define `_qkv(x) -> (q, k, v)`")
     def _out(self, o): raise NotImplementedError(f"{type(self).__name__} must define `_out(o) -> (B, out_dim)`")
-
-# %% ../nbs/04a_zoo.ipynb #32f11ecb
-@patch
-def attn_weights(self:CrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
-                )->torch.Tensor: # `(B, H L, N)`: heads x queries, each row sums to 1
-    "Attention of every head's query (or queries) over the `N` tokens"
-    q, k, _ = self._qkv(check_tokens(x, self.dim))  # (B, H, L, d), (B, H or 1, N, d)
-    return self._attn(q, k).flatten(1, 2)           # (B, H, L, N) -> (B, H L, N)
-
-@patch
-def forward(self:CrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
-           )->torch.Tensor: # pooled `(B, C)`
-    "Pool-first when `pool_first`; else attend with the fused SDPA kernel or explicitly; then `_out`"
-    if self.pool_first: return self.forward_pool_first(x)
-    q, k, v = self._qkv(check_tokens(x, self.dim))
-    if self.fused_attn:
-        H = q.shape[1]
-        o = F.scaled_dot_product_attention(q, k.expand(-1, H, -1, -1), v.expand(-1, H, -1, -1), scale=self.scale)
-    else: o = self._attn(q, k) @ v                  # (B, H, L, d)
-    return self._out(o)
+    def attn_weights(self, x:torch.Tensor): # tokens `(B, N, C)`
+        "Attention of every head's query (or queries) over the `N` tokens: `(B, H L, N)`, each row sums to 1"
+        q, k, _ = self._qkv(check_tokens(x, self.dim))  # (B, H, L, d), (B, H or 1, N, d)
+        return self._attn(q, k).flatten(1, 2)           # (B, H, L, N) -> (B, H L, N)
+    def forward(self, x:torch.Tensor): # tokens `(B, N, C)`
+        "Pooled `(B, C)`: pool-first when `pool_first`, else the fused SDPA kernel or the explicit path; then `_out`"
+        if self.pool_first: return self.forward_pool_first(x)
+        q, k, v = self._qkv(check_tokens(x, self.dim))                             # (B, H, L, d), (B, H or 1, N, d)
+        k, v = k.expand(-1, q.shape[1], -1, -1), v.expand(-1, q.shape[1], -1, -1)  # a shared head serves every head
+        o = F.scaled_dot_product_attention(q, k, v, scale=self.scale) if self.fused_attn else self._attn(q, k) @ v
+        return self._out(o)                                                        # from (B, H, L, d)
+    def forward_pool_first(self, x:torch.Tensor): # tokens `(B, N, C)`
+        "Queries folded into `W_K`, tokens pooled per head and query, then projected: equal to the usual order's"
+        return self._out(self._values(_pool(self._pool_tokens(check_tokens(x, self.dim)), self._folded())))
 
 # %% ../nbs/04a_zoo.ipynb #8720ae3f
 def _fold(q:torch.Tensor, # queries `(H, L, d)`
@@ -100,12 +96,6 @@ def _project(p:torch.Tensor, # pooled tokens `(B, H, L, C)`
     y = torch.einsum('bhlc,hdc->bhld', p, w_v.view(-1, d, w_v.shape[-1]).expand(p.shape[1], -1, -1))
     return y if b_v is None else y + b_v.view(-1, 1, d)                        # weights sum to 1: the bias passes
 
-@patch
-def forward_pool_first(self:CrossAttentionPool, x:torch.Tensor # tokens `(B, N, C)`
-                      )->torch.Tensor: # pooled `(B, C)`, equal to the usual order's
-    "Queries folded into `W_K`, tokens pooled per head and query, then projected: no token goes through `W_K`, `W_V`"
-    return self._out(self._values(_pool(self._pool_tokens(check_tokens(x, self.dim)), self._folded())))
-
 # %% ../nbs/04a_zoo.ipynb #4cc25555
 @register_probe('abmilp')
 class ABMILPool(nn.Module):
@@ -120,22 +110,13 @@ class ABMILPool(nn.Module):
         self.attn = Attention(dim, num_heads=num_heads, qkv_bias=False, proj_bias=True)  # timm
         self.score = Mlp(dim, dim, out_features=1, act_layer=nn.Tanh)                    # timm: C -> C -> 1
     def _weights(self, z): return self.score(z).squeeze(-1).softmax(-1).unsqueeze(1)  # (B, N, 1) -> (B, 1, N)
-
-# %% ../nbs/04a_zoo.ipynb #f093f3d4
-@patch
-def attn_weights(self:ABMILPool,  # noqa: F811 (a @patch method)
-                 x:torch.Tensor # tokens `(B, N, C)`
-                )->torch.Tensor: # `(B, 1, N)`, rows sum to 1
-    "The MIL weights over the `N` tokens (of the self-attended tokens' scores)"
-    return self._weights(self.attn(check_tokens(x, self.dim)))
-
-@patch
-def forward(self:ABMILPool,  # noqa: F811 (a @patch method)
-            x:torch.Tensor # tokens `(B, N, C)`
-           )->torch.Tensor: # pooled `(B, C)`
-    "Weighted sum of the self-attended tokens"
-    z = self.attn(check_tokens(x, self.dim))           # (B, N, C)
-    return (self._weights(z) @ z).squeeze(1)           # (B, 1, N) @ (B, N, C) -> (B, C)
+    def attn_weights(self, x:torch.Tensor): # tokens `(B, N, C)`
+        "The MIL weights over the `N` tokens (of the self-attended tokens' scores): `(B, 1, N)`, rows sum to 1"
+        return self._weights(self.attn(check_tokens(x, self.dim)))
+    def forward(self, x:torch.Tensor): # tokens `(B, N, C)`
+        "Weighted sum of the self-attended tokens: `(B, C)`"
+        z = self.attn(check_tokens(x, self.dim))           # (B, N, C)
+        return (self._weights(z) @ z).squeeze(1)           # (B, 1, N) @ (B, N, C) -> (B, C)
 
 # %% ../nbs/04a_zoo.ipynb #629acbbd
 @register_probe('simpool')
@@ -149,17 +130,12 @@ class SimPool(SimPool1d):
         super().__init__(dim, num_heads=num_heads, norm_layer=partial(nn.LayerNorm, eps=1e-6))  # the paper's eps
         self.dim = self.out_dim = dim
     def forward(self, x): return super().forward(check_tokens(x, self.dim))  # (B, C)
-
-# %% ../nbs/04a_zoo.ipynb #36f449ae
-@patch
-def attn_weights(self:SimPool,  # noqa: F811 (a @patch method)
-                 x:torch.Tensor # tokens `(B, N, C)`
-                )->torch.Tensor: # `(B, H, N)`, rows sum to 1
-    "The GAP query's attention over the tokens, from `SimPool1d`'s own `q`, `k`, `norm`"
-    check_tokens(x, self.dim)
-    q = self.q_norm(_heads(self.q(x.mean(1, keepdim=True)), self.num_heads))  # (B, H, 1, d)
-    k = self.k_norm(_heads(self.k(self.norm(x)), self.num_heads))             # (B, H, N, d)
-    return ((q * self.scale) @ k.transpose(-2, -1)).softmax(-1).squeeze(2)    # (B, H, N)
+    def attn_weights(self, x:torch.Tensor): # tokens `(B, N, C)`
+        "The GAP query's attention over the tokens, from `SimPool1d`'s own `q`, `k`, `norm`: `(B, H, N)`, rows sum to 1"
+        check_tokens(x, self.dim)
+        q = self.q_norm(_heads(self.q(x.mean(1, keepdim=True)), self.num_heads))  # (B, H, 1, d)
+        k = self.k_norm(_heads(self.k(self.norm(x)), self.num_heads))             # (B, H, N, d)
+        return ((q * self.scale) @ k.transpose(-2, -1)).softmax(-1).squeeze(2)    # (B, H, N)
 
 # %% ../nbs/04a_zoo.ipynb #b9d6bdc5
 @register_probe('esimpool')
@@ -185,53 +161,27 @@ class CLIPAttentionPool(nn.Module):
                  num_tokens:int=196, # patch tokens `N` the positional embedding is learned for (a square)
                  num_heads:int=4, # heads `H`
                 ):
-        super().__init__()
-        check_divisible(dim, num_heads, what='num_heads')
+        super().__init__(); check_divisible(dim, num_heads, what='num_heads')
         self.dim, self.out_dim, self.num_tokens, self.num_heads = dim, dim, num_tokens, num_heads
         self.norm = nn.LayerNorm(dim, eps=1e-6)  # the paper's eps (its copy of `AttentionPool2d` has the norm)
         self.attn_pool = AttentionPool2d(dim, feat_size=infer_grid(num_tokens), num_heads=num_heads, qkv_bias=True)
-
-# %% ../nbs/04a_zoo.ipynb #6f6c512a
-@patch
-def _grid(self:CLIPAttentionPool, x:torch.Tensor): # patch tokens `(B, N, C)`
-    "Normalised tokens as a `(B, C, H, W)` map; `ValueError` unless `N == num_tokens`"
-    N = check_tokens(x, self.dim).shape[1]
-    if N != self.num_tokens:
-        raise ValueError(f"'clip' was built for num_tokens={self.num_tokens} patch tokens "
-                         f"(its learned positional embedding has that size) but got N={N}; "
-                         f"create it with num_tokens={N}, and pass patch tokens only")
-    return to_grid(self.norm(x), self.dim)                      # (B, C, H, W)
-
-@patch
-def forward(self:CLIPAttentionPool,  # noqa: F811 (a @patch method)
-            x:torch.Tensor # patch tokens `(B, N, C)`
-           )->torch.Tensor: # pooled `(B, C)`
-    "LayerNorm, then timm's `AttentionPool2d` (mean token prepended, output at the mean token)"
-    return self.attn_pool(self._grid(x))
-
-# %% ../nbs/04a_zoo.ipynb #2490e84a
-@patch
-def _qkv(self:CLIPAttentionPool, x:torch.Tensor): # patch tokens `(B, N, C)`
-    "`AttentionPool2d`'s per-head `q`, `k`, `v` of the `N + 1` tokens, from its own `pos_embed` and `qkv`"
-    p = self.attn_pool
-    t = self._grid(x).flatten(2).transpose(1, 2)                    # (B, N, C) normalised
-    t = torch.cat([t.mean(1, keepdim=True), t], 1) + p.pos_embed    # (B, N + 1, C)
-    return [_heads(u, self.num_heads) for u in p.qkv(t).chunk(3, -1)]  # 3 x (B, H, N + 1, d)
-
-@patch
-def attn_weights_full(self:CLIPAttentionPool, x:torch.Tensor # patch tokens `(B, N, C)`
-                     )->torch.Tensor: # `(B, H, N + 1)`: mean token first
-    "The mean token's attention over `[mean; patches]`, which is what the output uses"
-    q, k, _ = self._qkv(x)
-    return ((q[:, :, :1] * self.attn_pool.scale) @ k.transpose(-2, -1)).softmax(-1).squeeze(2)
-
-@patch
-def attn_weights(self:CLIPAttentionPool,  # noqa: F811 (a @patch method)
-                 x:torch.Tensor # patch tokens `(B, N, C)`
-                )->torch.Tensor: # `(B, H, N)`, rows sum to 1
-    "The mean token's attention over the `N` patch tokens, renormalised without the mean token itself"
-    a = self.attn_weights_full(x)[..., 1:]                          # (B, H, N)
-    return a / a.sum(-1, keepdim=True)
+    def _grid(self, x): # normalised patch tokens as a `(B, C, H, W)` map; `ValueError` unless `N == num_tokens`
+        if (N := check_tokens(x, self.dim).shape[1]) != self.num_tokens: raise ValueError(
+            f"'clip' was built for num_tokens={self.num_tokens} patch tokens (its learned positional embedding has "
+            f"that size) but got N={N}; create it with num_tokens={N}, and pass patch tokens only")
+        return to_grid(self.norm(x), self.dim)                                    # (B, C, H, W)
+    def forward(self, x): return self.attn_pool(self._grid(x))                   # LN, `AttentionPool2d`: (B, C)
+    def _qkv(self, x): # `AttentionPool2d`'s per-head `q`, `k`, `v` of the `N + 1` tokens, from its `pos_embed`, `qkv`
+        t = self._grid(x).flatten(2).transpose(1, 2)                              # (B, N, C) normalised
+        t = torch.cat([t.mean(1, keepdim=True), t], 1) + self.attn_pool.pos_embed  # (B, N + 1, C)
+        return [_heads(u, self.num_heads) for u in self.attn_pool.qkv(t).chunk(3, -1)]  # 3 x (B, H, N + 1, d)
+    def attn_weights_full(self, x:torch.Tensor): # patch tokens `(B, N, C)`
+        "The mean token's attention over `[mean; patches]`, which is what the output uses: `(B, H, N + 1)`"
+        q, k, _ = self._qkv(x)
+        return ((q[:, :, :1] * self.attn_pool.scale) @ k.transpose(-2, -1)).softmax(-1).squeeze(2)
+    def attn_weights(self, x:torch.Tensor): # patch tokens `(B, N, C)`
+        "The mean token's attention over the `N` patch tokens, renormalised without the mean token: `(B, H, N)`"
+        return _without_first(self.attn_weights_full(x))
 
 # %% ../nbs/04a_zoo.ipynb #762d2179
 @register_probe('siglip')
@@ -245,34 +195,20 @@ class SigLIPPool(AttentionPoolLatent):
                 ):
         check_divisible(dim, num_heads, what='num_heads')
         super().__init__(dim, num_heads=num_heads, mlp_ratio=mlp_ratio, qkv_bias=True, norm_layer=None)
-        self.dim = self.out_dim = dim
-        self.pool_first = pool_first
-    def forward(self, x):
-        "timm's `AttentionPoolLatent.forward`, or the same pool-first"
+        self.dim, self.out_dim, self.pool_first = dim, dim, pool_first
+    def forward(self, x): # tokens `(B, N, C)`; timm's `AttentionPoolLatent.forward`, or the same pool-first
         return self.forward_pool_first(x) if self.pool_first else super().forward(check_tokens(x, self.dim))  # (B, C)
-
-# %% ../nbs/04a_zoo.ipynb #cb964177
-@patch
-def attn_weights(self:SigLIPPool,  # noqa: F811 (a @patch method)
-                 x:torch.Tensor # tokens `(B, N, C)`
-                )->torch.Tensor: # `(B, H, N)` (one latent), rows sum to 1
-    "The latent query's attention over the tokens, from `AttentionPoolLatent`'s own `latent`, `q`, `kv`"
-    check_tokens(x, self.dim)
-    q = self.q_norm(_heads(self.q(self.latent), self.num_heads))                  # (1, H, L, d)
-    k = self.k_norm(_heads(self.kv(x).chunk(2, -1)[0], self.num_heads))           # (B, H, N, d)
-    return ((q * self.scale) @ k.transpose(-2, -1)).softmax(-1).flatten(1, 2)     # (B, H L, N)
-
-@patch
-def forward_pool_first(self:SigLIPPool,  # noqa: F811 (a @patch method)
-                       x:torch.Tensor # tokens `(B, N, C)`
-                      )->torch.Tensor: # pooled `(B, C)`, equal to timm's
-    "The latent folded into the key half of `kv`, tokens pooled per head, their values, then `proj` and the MLP block"
-    wk, wv = self.kv.weight.chunk(2)                                            # (C, C) each
-    f = _fold(self.q_norm(_heads(self.q(self.latent), self.num_heads))[0], wk, self.scale)  # (H, L, C)
-    o = _project(_pool(check_tokens(x, self.dim), f), wv, None if self.kv.bias is None else self.kv.bias.chunk(2)[1],
-                 self.head_dim)                                                # (B, H, L, d)
-    y = self.proj(_merge(o))                                                    # (B, L, C)
-    return (y + self.mlp(self.norm(y)))[:, 0]                                   # (B, C): the first latent, as timm
+    def _q(self): return self.q_norm(_heads(self.q(self.latent), self.num_heads))  # the latent's heads (1, H, L, d)
+    def attn_weights(self, x:torch.Tensor): # tokens `(B, N, C)`
+        "The latent's attention over the tokens, from `AttentionPoolLatent`'s own `latent`, `q`, `kv`: `(B, H, N)`"
+        k = self.k_norm(_heads(self.kv(check_tokens(x, self.dim)).chunk(2, -1)[0], self.num_heads))  # (B, H, N, d)
+        return ((self._q() * self.scale) @ k.transpose(-2, -1)).softmax(-1).flatten(1, 2)            # (B, H L, N)
+    def forward_pool_first(self, x:torch.Tensor): # tokens `(B, N, C)`
+        "The latent folded into the key half of `kv`, tokens pooled per head, their values, `proj`, the MLP block"
+        (wk, wv), bv = self.kv.weight.chunk(2), None if self.kv.bias is None else self.kv.bias.chunk(2)[1]  # (C, C)
+        p = _pool(check_tokens(x, self.dim), _fold(self._q()[0], wk, self.scale))   # (B, H, L, C)
+        y = self.proj(_merge(_project(p, wv, bv, self.head_dim)))                   # (B, L, C)
+        return (y + self.mlp(self.norm(y)))[:, 0]                                   # (B, C): the first latent, as timm
 
 # %% ../nbs/04a_zoo.ipynb #0211771f
 @register_probe('aim')
@@ -316,28 +252,14 @@ class CoCaPool(CrossAttentionPool):
         self.q = nn.Linear(dim, num_heads * head_dim, bias=False)
         self.kv = nn.Linear(dim, 2 * head_dim, bias=False)
         self.proj = nn.Linear(num_heads * head_dim, dim, bias=False)
-
-# %% ../nbs/04a_zoo.ipynb #a476c5bf
-@patch
-def _qkv(self:CoCaPool, x:torch.Tensor): # tokens `(B, N, C)`
-    "The first query's heads `(B, H, 1, d)`; the shared key and value head `(B, 1, N, d)`"
-    q = _heads(self.q(self.norm(self.query[:1]))[None], self.num_heads)  # (1, H, 1, d)
-    k, v = self.kv(x)[:, None].chunk(2, -1)                              # (B, 1, N, d) each
-    return q.expand(x.shape[0], -1, -1, -1), k, v
-
-@patch
-def _out(self:CoCaPool, o:torch.Tensor): return self.proj(_merge(o))[:, 0]  # (B, H, 1, d) -> (B, C)
-
-@patch
-def _pool_tokens(self:CoCaPool, x:torch.Tensor): return x                  # keys and values read the raw tokens
-
-@patch
-def _folded(self:CoCaPool): # the first query's heads folded into the shared key head: `(H, 1, C)`
-    q = _heads(self.q(self.norm(self.query[:1]))[None], self.num_heads)[0]   # (H, 1, d)
-    return _fold(q, self.kv.weight[:self.head_dim], self.scale)
-
-@patch
-def _values(self:CoCaPool, p:torch.Tensor): return _project(p, self.kv.weight[self.head_dim:], None, self.head_dim)
+    def _q(self): return _heads(self.q(self.norm(self.query[:1]))[None], self.num_heads)[0]  # first query: (H, 1, d)
+    def _qkv(self, x): # the first query's heads `(B, H, 1, d)`; the shared key and value head `(B, 1, N, d)`
+        k, v = self.kv(x)[:, None].chunk(2, -1)                                  # (B, 1, N, d) each
+        return self._q().expand(x.shape[0], -1, -1, -1), k, v
+    def _out(self, o): return self.proj(_merge(o))[:, 0]                        # (B, H, 1, d) -> (B, C)
+    def _pool_tokens(self, x): return x                                          # keys and values read the raw tokens
+    def _folded(self): return _fold(self._q(), self.kv.weight[:self.head_dim], self.scale)          # (H, 1, C)
+    def _values(self, p): return _project(p, self.kv.weight[self.head_dim:], None, self.head_dim)  # (B, H, 1, d)
 
 # %% ../nbs/04a_zoo.ipynb #03bee41f
 @register_probe('cait')
@@ -357,34 +279,18 @@ class ClassAttentionPool(nn.Module):
         self.block = LayerScaleBlockClassAttn(dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=True,
                                               init_values=init_values, norm_layer=norm_layer)
         self.norm = nn.LayerNorm(dim)  # eps 1e-5, unlike the block's 1e-6: as in the paper's code
-
-# %% ../nbs/04a_zoo.ipynb #ce53d7dc
-@patch
-def forward(self:ClassAttentionPool,  # noqa: F811 (a @patch method)
-            x:torch.Tensor # tokens `(B, N, C)`
-           )->torch.Tensor: # pooled `(B, C)`
-    "The class token after the class-attention block and the final LayerNorm"
-    cls = self.cls_token.expand(check_tokens(x, self.dim).shape[0], -1, -1)  # (B, 1, C)
-    return self.norm(self.block(x, cls))[:, 0]
-
-# %% ../nbs/04a_zoo.ipynb #352fcb1a
-@patch
-def attn_weights_full(self:ClassAttentionPool,  # noqa: F811 (a @patch method)
-                      x:torch.Tensor # tokens `(B, N, C)`
-                     )->torch.Tensor: # `(B, H, N + 1)`: [CLS] first
-    "The class token's attention over `[CLS; x]`, from the block's own `norm1` and `attn.q`, `attn.k`"
-    cls = self.cls_token.expand(check_tokens(x, self.dim).shape[0], -1, -1)
-    u, at = self.block.norm1(torch.cat([cls, x], 1)), self.block.attn  # (B, N + 1, C)
-    q, k = _heads(at.q(u[:, :1]), at.num_heads), _heads(at.k(u), at.num_heads)  # (B, H, 1, d), (B, H, N + 1, d)
-    return ((q * at.scale) @ k.transpose(-2, -1)).softmax(-1).squeeze(2)        # (B, H, N + 1)
-
-@patch
-def attn_weights(self:ClassAttentionPool,  # noqa: F811 (a @patch method)
-                 x:torch.Tensor # tokens `(B, N, C)`
-                )->torch.Tensor: # `(B, H, N)`, rows sum to 1
-    "The class token's attention over the `N` tokens, renormalised without [CLS] itself"
-    a = self.attn_weights_full(x)[..., 1:]
-    return a / a.sum(-1, keepdim=True)
+    def _cls(self, x): return self.cls_token.expand(check_tokens(x, self.dim).shape[0], -1, -1)  # (B, 1, C)
+    def forward(self, x:torch.Tensor): # tokens `(B, N, C)`
+        "The class token after the class-attention block and the final LayerNorm: `(B, C)`"
+        return self.norm(self.block(x, self._cls(x)))[:, 0]
+    def attn_weights_full(self, x:torch.Tensor): # tokens `(B, N, C)`
+        "The class token's attention over `[CLS; x]` from the block's `norm1`, `attn.q`, `attn.k`: `(B, H, 1 + N)`"
+        u, at = self.block.norm1(torch.cat([self._cls(x), x], 1)), self.block.attn  # (B, N + 1, C)
+        q, k = _heads(at.q(u[:, :1]), at.num_heads), _heads(at.k(u), at.num_heads)  # (B, H, 1, d), (B, H, N + 1, d)
+        return ((q * at.scale) @ k.transpose(-2, -1)).softmax(-1).squeeze(2)        # (B, H, N + 1)
+    def attn_weights(self, x:torch.Tensor): # tokens `(B, N, C)`
+        "The class token's attention over the `N` tokens, renormalised without [CLS] itself: `(B, H, N)`"
+        return _without_first(self.attn_weights_full(x))
 
 # %% ../nbs/04a_zoo.ipynb #a773b686
 @register_probe('dinovit')
@@ -400,22 +306,14 @@ class ViTBlockPool(nn.Module):
         self.dim = self.out_dim = dim
         self.block = Block(dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=False, norm_layer=nn.LayerNorm)  # eps 1e-5
     def forward(self, x): return self.block(check_tokens(x, self.dim)).mean(1)  # (B, C)
-
-# %% ../nbs/04a_zoo.ipynb #5de8a727
-@patch
-def _qkv(self:ViTBlockPool, x:torch.Tensor): # tokens `(B, N, C)`
-    "The block's per-head `q`, `k`, `v`, from its own `norm1` and `attn.qkv`, `q_norm`, `k_norm`"
-    at = self.block.attn
-    q, k, v = [_heads(u, at.num_heads) for u in at.qkv(self.block.norm1(check_tokens(x, self.dim))).chunk(3, -1)]
-    return at.q_norm(q), at.k_norm(k), v                                       # (B, H, N, d) each
-
-@patch
-def attn_weights(self:ViTBlockPool,  # noqa: F811 (a @patch method)
-                 x:torch.Tensor # tokens `(B, N, C)`
-                )->torch.Tensor: # `(B, H, N)`, rows sum to 1
-    "Per head, the attention each token receives, averaged over the query tokens (its weight in the pooled output)"
-    q, k, _ = self._qkv(x)
-    return ((q * self.block.attn.scale) @ k.transpose(-2, -1)).softmax(-1).mean(2)  # (B, H, N, N) -> (B, H, N)
+    def _qkv(self, x): # the block's per-head `q`, `k`, `v`, from its own `norm1` and `attn.qkv`, `q_norm`, `k_norm`
+        at = self.block.attn
+        q, k, v = [_heads(u, at.num_heads) for u in at.qkv(self.block.norm1(check_tokens(x, self.dim))).chunk(3, -1)]
+        return at.q_norm(q), at.k_norm(k), v                                       # (B, H, N, d) each
+    def attn_weights(self, x:torch.Tensor): # tokens `(B, N, C)`
+        "Per head, the attention each token receives, averaged over the queries (its weight in the output): `(B, H, N)`"
+        q, k, _ = self._qkv(x)
+        return ((q * self.block.attn.scale) @ k.transpose(-2, -1)).softmax(-1).mean(2)  # (B, H, N, N) -> (B, H, N)
 
 # %% ../nbs/04a_zoo.ipynb #d744947e
 @register_probe('jepa')
@@ -434,32 +332,18 @@ class JEPAPool(CrossAttentionPool):
         self.q, self.kv = nn.Linear(dim, dim, bias=qkv_bias), nn.Linear(dim, 2 * dim, bias=qkv_bias)
         self.proj = nn.Linear(dim, dim)
         self.mlp = Mlp(dim, int(dim * mlp_ratio))                                # timm
-
-# %% ../nbs/04a_zoo.ipynb #771545aa
-@patch
-def _qkv(self:JEPAPool, x:torch.Tensor): # tokens `(B, N, C)`
-    "The query's heads `(B, H, 1, d)`; keys and values of the normalised tokens `(B, H, N, d)`"
-    k, v = self.kv(self.norm1(x)).chunk(2, -1)
-    q = _heads(self.q(self.query), self.num_heads).expand(x.shape[0], -1, -1, -1)
-    return q, _heads(k, self.num_heads), _heads(v, self.num_heads)
-
-@patch
-def _out(self:JEPAPool, o:torch.Tensor): # attended values `(B, H, 1, d)`
-    "Residual on the query, then the MLP block"
-    y = self.query + self.proj(_merge(o))            # (B, 1, C)
-    return (y + self.mlp(self.norm2(y)))[:, 0]       # (B, C)
-
-@patch
-def _pool_tokens(self:JEPAPool, x:torch.Tensor): return self.norm1(x)     # (B, N, C) normalised
-
-@patch
-def _folded(self:JEPAPool): # the query's heads folded into the key half of `kv`: `(H, 1, C)`
-    return _fold(_heads(self.q(self.query), self.num_heads)[0], self.kv.weight[:self.dim], self.scale)
-
-@patch
-def _values(self:JEPAPool, p:torch.Tensor): # pooled tokens `(B, H, 1, C)`
-    b = None if self.kv.bias is None else self.kv.bias[self.dim:]
-    return _project(p, self.kv.weight[self.dim:], b, self.head_dim)        # (B, H, 1, d)
+    def _q(self): return _heads(self.q(self.query), self.num_heads)              # the query's heads (1, H, 1, d)
+    def _qkv(self, x): # the query's heads `(B, H, 1, d)`; keys and values of the normalised tokens `(B, H, N, d)`
+        k, v = self.kv(self.norm1(x)).chunk(2, -1)
+        return self._q().expand(x.shape[0], -1, -1, -1), _heads(k, self.num_heads), _heads(v, self.num_heads)
+    def _out(self, o): # attended values `(B, H, 1, d)`: residual on the query, then the MLP block
+        y = self.query + self.proj(_merge(o))            # (B, 1, C)
+        return (y + self.mlp(self.norm2(y)))[:, 0]       # (B, C)
+    def _pool_tokens(self, x): return self.norm1(x)     # (B, N, C) normalised
+    def _folded(self): return _fold(self._q()[0], self.kv.weight[:self.dim], self.scale)        # (H, 1, C)
+    def _values(self, p): # pooled tokens `(B, H, 1, C)` through the value half of `kv`: `(B, H, 1, d)`
+        b = None if self.kv.bias is None else self.kv.bias[self.dim:]
+        return _project(p, self.kv.weight[self.dim:], b, self.head_dim)
 
 # %% ../nbs/04a_zoo.ipynb #5545ae66
 @register_probe('dolg', grid=True)
@@ -474,23 +358,14 @@ class DOLGPool(nn.Module):
         "Local features `(B, C, H, W)` and their scores `(B, 1, H, W)`"
         f = self.bn(self.conv(to_grid(x, self.dim)))
         return f, self.gate(self.score(self.act(f)))
-
-# %% ../nbs/04a_zoo.ipynb #79a50f82
-@patch
-def forward(self:DOLGPool,  # noqa: F811 (a @patch method)
-            x:torch.Tensor # patch tokens `(B, N, C)`, `N` a square
-           )->torch.Tensor: # pooled `(B, C)`
-    "Spatial mean of score-weighted, L2-normalised local features"
-    f, s = self._features(x)
-    return (s * F.normalize(f, dim=1)).mean((2, 3))  # (B, C)
-
-@patch
-def attn_weights(self:DOLGPool,  # noqa: F811 (a @patch method)
-                 x:torch.Tensor # patch tokens `(B, N, C)`
-                )->torch.Tensor: # `(B, 1, N)`, rows sum to 1
-    "The location scores, normalised to sum to 1"
-    s = self._features(x)[1].flatten(2)              # (B, 1, N)
-    return s / s.sum(-1, keepdim=True)
+    def forward(self, x:torch.Tensor): # patch tokens `(B, N, C)`, `N` a square
+        "Spatial mean of score-weighted, L2-normalised local features: `(B, C)`"
+        f, s = self._features(x)
+        return (s * F.normalize(f, dim=1)).mean((2, 3))  # (B, C)
+    def attn_weights(self, x:torch.Tensor): # patch tokens `(B, N, C)`
+        "The location scores, normalised to sum to 1: `(B, 1, N)`"
+        s = self._features(x)[1].flatten(2)              # (B, 1, N)
+        return s / s.sum(-1, keepdim=True)
 
 # %% ../nbs/04a_zoo.ipynb #f0f3a070
 @register_probe('cae')
@@ -533,23 +408,15 @@ class CBAMPool(nn.Module):
     def forward(self, x): # patch tokens `(B, N, C)`, `N` a square
         g = to_grid(x, self.dim)                                      # (B, C, H, W)
         return F.relu(g + self.cbam(g)).mean((2, 3))                   # (B, C)
-
-# %% ../nbs/04a_zoo.ipynb #346fcfc7
-@patch
-def spatial_map(self:CBAMPool, x:torch.Tensor # patch tokens `(B, N, C)`
-               )->torch.Tensor: # `(B, 1, H, W)` in (0, 1)
-    "CBAM's spatial attention, from its own `channel`, `spatial.conv` and `spatial.gate`"
-    xc = self.cbam.channel(to_grid(x, self.dim))                       # (B, C, H, W)
-    s = self.cbam.spatial
-    return s.gate(s.conv(torch.cat([xc.mean(1, keepdim=True), xc.amax(1, keepdim=True)], 1)))
-
-@patch
-def attn_weights(self:CBAMPool,  # noqa: F811 (a @patch method)
-                 x:torch.Tensor # patch tokens `(B, N, C)`
-                )->torch.Tensor: # `(B, 1, N)`, rows sum to 1
-    "CBAM's spatial attention map, normalised over the `N` locations"
-    m = self.spatial_map(x).flatten(2)                                 # (B, 1, N)
-    return m / m.sum(-1, keepdim=True)
+    def spatial_map(self, x:torch.Tensor): # patch tokens `(B, N, C)`
+        "CBAM's spatial attention, from its own `channel`, `spatial.conv` and `spatial.gate`: `(B, 1, H, W)` in (0, 1)"
+        xc = self.cbam.channel(to_grid(x, self.dim))                       # (B, C, H, W)
+        s = self.cbam.spatial
+        return s.gate(s.conv(torch.cat([xc.mean(1, keepdim=True), xc.amax(1, keepdim=True)], 1)))
+    def attn_weights(self, x:torch.Tensor): # patch tokens `(B, N, C)`
+        "CBAM's spatial attention map, normalised over the `N` locations: `(B, 1, N)`"
+        m = self.spatial_map(x).flatten(2)                                 # (B, 1, N)
+        return m / m.sum(-1, keepdim=True)
 
 # %% ../nbs/04a_zoo.ipynb #c2d0aa46
 def zoo_kwargs(name:str, # a registered probe name
