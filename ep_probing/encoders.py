@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['encoder_registry', 'nested_keys', 'key_prefixes', 'asset_dir', 'unwrap_state_dict', 'load_state_dict_file',
-           'load_weights', 'pretrained_source', 'reachable', 'timm_model', 'map_tokens', 'FrozenEncoder',
-           'resolve_data_config', 'ConvertImage', 'register_encoder', 'vit_from_assets', 'mae_fmnist', 'load_in_order',
-           'efficientnet_lite0_imagenet', 'create_encoder']
+           'load_weights', 'pretrained_source', 'reachable', 'timm_model', 'resolve_layers', 'map_tokens',
+           'FrozenEncoder', 'resolve_data_config', 'ConvertImage', 'register_encoder', 'vit_from_assets', 'mae_fmnist',
+           'load_in_order', 'efficientnet_lite0_imagenet', 'create_encoder']
 
 # %% ../nbs/05_encoders.ipynb #51b9f434
 import argparse, hashlib, inspect, json, os, socket, sys, warnings
@@ -17,7 +17,6 @@ from timm.models import get_pretrained_cfg
 from fastcore.basics import patch
 from fastcore.meta import delegates
 from .backbones import resolve_backbone   # a leaf module: it imports nothing from ep_probing
-from .specs import resolve_layers
 from .core import resolve_precision, precision_dtype, asset_path, spell
 
 encoder_registry = {}  # short name -> builder, filled in 'Embedded encoders' below
@@ -152,6 +151,23 @@ def timm_model(name:str, # a timm model name, e.g. 'vit_small_patch16_224.dino'
         why = (str(e).strip().splitlines() or [''])[0][:120]
         raise ValueError(f"could not load the pretrained weights of {name!r} ({type(e).__name__}: {why}); "
                          f"{_other_weights}") from e
+
+# %% ../nbs/05_encoders.ipynb #05a0e24e
+def resolve_layers(layers, # a block index, a list of them, or text: '-1', '0,3,5' or 'all'
+                   depth:int, # the encoder's number of blocks
+                   what:str='--layers', # what to call the value in messages
+                  )->list: # sorted, distinct, non-negative block indices
+    "The blocks named by `layers`; negative indices count from the end (the one block-index resolver)"
+    if isinstance(layers, str):
+        if layers.strip() == 'all': return list(range(depth))
+        try: layers = [int(l) for l in layers.split(',') if l.strip()]
+        except ValueError: raise ValueError(f"{what} {layers!r}: give block indices like '-1' or '0,3,5', "
+                                            "or 'all'") from None
+    idx = [layers] if isinstance(layers, int) else list(layers)
+    if not idx or any(not isinstance(i, int) or not -depth <= i < depth for i in idx):
+        raise ValueError(f"{what} {layers!r} is out of range: this encoder has {depth} blocks; "
+                         f"valid indices are 0..{depth-1} (or -{depth}..-1), or 'all'")
+    return sorted({i % depth for i in idx})
 
 # %% ../nbs/05_encoders.ipynb #2a1d6834
 def _is_vit(model): return hasattr(model, 'num_prefix_tokens') and hasattr(model, 'blocks') and \

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['probe_aliases', 'max_grid', 'linear_probes', 'default_blrs', 'default_blr', 'ProbeSpec', 'check_option',
            'parse_probe_spec', 'split_specs', 'parse_specs', 'expand_grid', 'blr_grid', 'parse_blrs', 'grid_specs',
-           'resolve_layers', 'spread_layers', 'spec_layer', 'spec_rates', 'resolve_specs', 'build_heads', 'check_heads']
+           'spread_layers', 'spec_layer', 'spec_rates', 'resolve_specs', 'build_heads', 'check_heads']
 
 # %% ../nbs/09_specs.ipynb #74bd14a0
 import itertools, math, re
@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import torch
 from fastcore.basics import patch
 from .core import check_lr
+from .encoders import resolve_layers
 from .probes import create_probe
 
 # %% ../nbs/09_specs.ipynb #13714146
@@ -196,23 +197,6 @@ def grid_specs(specs:list, # ProbeSpecs
     blrs = parse_blrs(blrs)
     if blrs == 'default': return [t for s in specs for t in expand_grid([s], blr_grid(s, opt))]
     return expand_grid(specs, blrs)
-
-# %% ../nbs/09_specs.ipynb #90b5b9ae
-def resolve_layers(layers, # a block index, a list of them, or text: '-1', '0,3,5' or 'all'
-                   depth:int, # the encoder's number of blocks
-                   what:str='--layers', # what to call the value in messages
-                  )->list: # sorted, distinct, non-negative block indices
-    "The blocks named by `layers`; negative indices count from the end (the one block-index resolver)"
-    if isinstance(layers, str):
-        if layers.strip() == 'all': return list(range(depth))
-        try: layers = [int(l) for l in layers.split(',') if l.strip()]
-        except ValueError: raise ValueError(f"{what} {layers!r}: give block indices like '-1' or '0,3,5', "
-                                            "or 'all'") from None
-    idx = [layers] if isinstance(layers, int) else list(layers)
-    if not idx or any(not isinstance(i, int) or not -depth <= i < depth for i in idx):
-        raise ValueError(f"{what} {layers!r} is out of range: this encoder has {depth} blocks; "
-                         f"valid indices are 0..{depth-1} (or -{depth}..-1), or 'all'")
-    return sorted({i % depth for i in idx})
 
 # %% ../nbs/09_specs.ipynb #590fa2ff
 def spread_layers(specs:list, # ProbeSpecs

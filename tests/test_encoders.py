@@ -188,3 +188,13 @@ def test_autocast_option_runs_on_cpu():
     assert p16.dtype == torch.float32 and not torch.equal(p16, p32)
     torch.testing.assert_close(p16, p32, rtol=0.05, atol=0.1)
     with pytest.raises(ValueError, match="precision='fp8'"): create_encoder(tiny_vit(), precision='fp8')
+
+def test_encoders_own_the_block_resolver():
+    "`resolve_layers` lives in encoders, which does not load the probe grammar; `specs.resolve_layers` still works"
+    import ep_probing.encoders as encoders, ep_probing.specs as specs
+    assert specs.resolve_layers is encoders.resolve_layers and encoders.resolve_layers('0,-1', 3) == [0, 2]
+    code = "import sys, ep_probing.encoders; print('ep_probing.specs' in sys.modules, 'ep_probing.probes' in sys.modules)"
+    env = {**os.environ, 'PYTHONPATH': str(Path(encoders.__file__).resolve().parents[1])}
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ['False', 'False']
