@@ -12,7 +12,8 @@ from pathlib import Path
 import torch, torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 from fastcore.script import call_parse
-from .core import atomic_write, user_errors, check_count, resolve_precision, precision_dtype, run_flags
+from .core import atomic_write, user_errors, check_count, run_flags
+from .config import resolve_device, resolve_precision, precision_dtype
 from .probes import create_probe, probe_registry, n_params, list_probes
 
 # %% ../nbs/04b_bench.ipynb #983bef67
@@ -154,7 +155,7 @@ def bench_probes(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # case nam
                  precision:str='none', # autocast: 'auto', 'bf16', 'fp16' or 'none' (fp32)
                  seed:int=0):
     "A `DataFrame` of params, MACs/img, ms per forward+backward step and peak MB, one row per probe"
-    device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    device = resolve_device(device)
     x, prefix, y = bench_batch(batch_size, num_tokens, dim, num_classes, device=device, seed=seed)
     torch.manual_seed(seed)
     cases = {k: _make(n, kw, dim, num_classes, num_tokens).to(device) for k, (n, kw) in resolve_cases(probes).items()}
@@ -222,7 +223,7 @@ def ep_bench(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # comma-separa
                             ('num_classes', num_classes, 1), ('steps', steps, 1), ('warmup', warmup, 0)]:
             check_count(v, flag, lo)
         ref = _bench_ref(probes, ref)
-        run_flags['precision'](precision); device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+        run_flags['precision'](precision); device = resolve_device(device)       # --device cuda without CUDA fails here
         precision = resolve_precision('bf16' if amp else precision, device)           # a bad value fails here
         df = bench_probes(probes, batch_size, num_tokens, dim, num_classes, steps, warmup, device, precision)
         _print_bench(df)

@@ -24,8 +24,9 @@ from fastai.learner import Learner
 from fastai.optimizer import Adam
 from functools import partial
 from types import SimpleNamespace
-from .core import (atomic_write, write_json, asset_path, precisions, command_line,
-                          user_errors, check_count, check_lr, check_fraction)
+from .core import (atomic_write, write_json, asset_path, command_line, user_errors, check_count, check_lr,
+                             check_fraction)
+from .config import precisions, resolve_device, resolve_precision
 from .engine import warmup_cosine, SeedEpoch, Checkpoint, AppendCSVLogger, load_checkpoint, fit_learner
 
 # %% ../nbs/08_mae.ipynb #493089ac
@@ -255,8 +256,7 @@ def _check_pretrain(a:dict, # ep_pretrain's arguments by name
     "Check `ep_pretrain`'s arguments, with an error naming the flag; the precision asked for"
     flag, precision = ('--amp', a['amp']) if a['amp'] is not None else ('--precision', a['precision'])
     if precision not in precisions: raise ValueError(f"{flag} {precision!r}: use {', '.join(precisions)}")
-    if precision == 'fp16' and not torch.cuda.is_available():
-        raise ValueError(f"{flag} fp16 needs CUDA; on the CPU use bf16 or none")
+    resolve_precision(precision, resolve_device())            # fp16 where training runs on the CPU fails here
     for flag, lo in [('epochs', 1), ('bs', 1), ('warmup', 0), ('seed', 0), ('patch_size', 1), ('embed_dim', 1),
                      ('depth', 1), ('num_heads', 1), ('decoder_dim', 1), ('decoder_depth', 1),
                      ('decoder_num_heads', 1)]:
@@ -289,7 +289,7 @@ def _pretrain_meta(args:dict, # ep_pretrain's arguments by name
     return dict(model_kwargs=kw, mean=[mean], std=[std], provenance=dict(
         command=command_line(ep_pretrain, args), args=args, seed=args['seed'], epochs=args['epochs'],
         data=f"Fashion-MNIST train, {n} images", data_sha256=data_sha256, versions=_versions(),
-        device='cuda' if torch.cuda.is_available() else 'cpu', threads=torch.get_num_threads()))
+        device=resolve_device(), threads=torch.get_num_threads()))
 
 # %% ../nbs/08_mae.ipynb #10c73e7e
 def _pretrain(args:dict, # ep_pretrain's arguments by name, checked by _check_pretrain
