@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['run_probes', 'at_chosen', 'tuned_seeds', 'test_images', 'probe_costs', 'compare_probes', 'summarise', 'correct_by',
            'interval_text', 'ep_claims', 'plot_compare', 'layerwise', 'plot_layers', 'knn_valid_test', 'lowshot',
-           'plot_lowshot', 'num_queries', 'plot_queries', 'ep_experiment']
+           'plot_lowshot', 'num_queries', 'plot_queries', 'mae_fmnist_eval', 'ep_experiment']
 
 # %% ../nbs/13_experiments.ipynb #f0c3ea34
 import json, time, math, hashlib, shutil, timm, fastai
@@ -26,6 +26,9 @@ from .zoo import zoo_kwargs
 from .bench import bench_batch, bench_table
 from .viz import has_maps, object_table
 from .stats import pack_correct, unpack_correct, paired_bootstrap, diff_text
+from .encoders import FrozenEncoder, vit_from_assets
+from .pipeline import run_probing
+from .mae import mae_fmnist_stem
 
 # %% ../nbs/13_experiments.ipynb #1a9c0bf0
 def _train_rows(p:Prepared, sub=None):
@@ -310,6 +313,29 @@ def plot_queries(df:pd.DataFrame, # rows of num_queries
     b.legend(handles=b.get_lines() + b2.get_lines(), loc='upper left'); b.set_title('cost')
     for ax in (a, b): ax.set_xscale('log', base=2); ax.set_xlabel('queries M'); ax.grid(alpha=.3)
     return fig
+
+# %% ../nbs/13_experiments.ipynb #4e17ed1d
+def mae_fmnist_eval(stem:str|Path=None, # default: the package's embedded `mae_fmnist_vit`
+                    control:bool=False, # evaluate a randomly initialised encoder of the same architecture instead
+                    epochs:int=5, # probe training epochs
+                    k_train:int=1000, # train on about `k_train` images per class (stratified, seeded); 0: all 60,000
+                    test_size:int=0, # stratified subset of the test split (0: all 10,000)
+                    seed:int=0, # seeds the control's initialisation, the subset and the probes
+                    threads:int=None, # torch CPU threads
+                    **kwargs, # to run_probing, e.g. `cache_dir`
+                   )->dict: # probe -> test accuracy (%)
+    "Frozen-probe Fashion-MNIST test accuracies (%) of the embedded MAE encoder or a random control, via `run_probing`"
+    if threads: torch.set_num_threads(threads)
+    stem = Path(stem or mae_fmnist_stem)
+    model, cfg = vit_from_assets(stem.name, stem.parent)
+    if control:
+        kw = json.loads(stem.with_suffix('.json').read_text())['model_kwargs']
+        torch.manual_seed(seed); model = timm.models.VisionTransformer(**kw).eval()
+    heads = getattr(model.blocks[0].attn, 'num_heads', 1)
+    enc = FrozenEncoder(model, name=stem.name + ('_random_init' if control else ''), data_config=cfg)
+    learn = run_probing(enc, data='fashion_mnist', probes=f'lp,gap,ep,mhca:num_heads={heads}', epochs=epochs,
+                        train_size=10 * k_train, test_size=test_size, seed=seed, out=None, progress=False, **kwargs)
+    return {k.split('_')[0]: round(100 * v, 2) for k, v in learn.results.test_top1.items()}
 
 # %% ../nbs/13_experiments.ipynb #324ff681
 _which = ('compare', 'layers', 'lowshot', 'queries')

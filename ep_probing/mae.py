@@ -348,25 +348,9 @@ def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{
 
 # %% ../nbs/08_mae.ipynb #2784e9d8
 def mae_fmnist_eval(stem:str|Path=None, # default: the package's embedded `mae_fmnist_vit`
-                    control:bool=False, # evaluate a randomly initialised encoder of the same architecture instead
-                    epochs:int=5, # probe training epochs
-                    k_train:int=1000, # train on about `k_train` images per class (stratified, seeded); 0: all 60,000
-                    test_size:int=0, # stratified subset of the test split (0: all 10,000)
-                    seed:int=0, # seeds the control's initialisation, the subset and the probes
-                    threads:int=None, # torch CPU threads
-                    **kwargs, # to run_probing, e.g. `cache_dir`
+                    **kwargs, # to `experiments.mae_fmnist_eval`
                    )->dict: # probe -> test accuracy (%)
-    "Frozen-probe Fashion-MNIST test accuracies (%) of the embedded MAE encoder or a random control, via `run_probing`"
-    from ep_probing.encoders import FrozenEncoder, vit_from_assets
-    from ep_probing.pipeline import run_probing
-    if threads: torch.set_num_threads(threads)
-    stem = Path(stem or mae_fmnist_stem)
-    model, cfg = vit_from_assets(stem.name, stem.parent)
-    if control:
-        kw = json.loads(stem.with_suffix('.json').read_text())['model_kwargs']
-        torch.manual_seed(seed); model = VisionTransformer(**kw).eval()
-    heads = getattr(model.blocks[0].attn, 'num_heads', 1)
-    enc = FrozenEncoder(model, name=stem.name + ('_random_init' if control else ''), data_config=cfg)
-    learn = run_probing(enc, data='fashion_mnist', probes=f'lp,gap,ep,mhca:num_heads={heads}', epochs=epochs,
-                        train_size=10 * k_train, test_size=test_size, seed=seed, out=None, progress=False, **kwargs)
-    return {k.split('_')[0]: round(100 * v, 2) for k, v in learn.results.test_top1.items()}
+    "Kept for earlier command lines: `experiments.mae_fmnist_eval`, which probes through the pipeline a floor above"
+    from ep_probing.experiments import mae_fmnist_eval as f                    # only when called: mae stays below
+    return f(stem, **kwargs)
+

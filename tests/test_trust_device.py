@@ -1,15 +1,17 @@
 """Only `config` decides the device: `ep_bench`, `bench_stack` and `ep_pretrain` go through `config.resolve_device` and
 `config.resolve_precision`, so `--device cpu` keeps a run on the CPU where CUDA is present and `--device cuda` without
-CUDA is one line, exit 2. Run in this process, as each console script does."""
-import os, sys
+CUDA is one line, exit 2. `mae` imports nothing from a floor above it. Run in this process, as each console script does."""
+import ast, os, sys
 from pathlib import Path
 import torch
+import ep_probing
 from ep_probing import bench, bench_train, mae
 from ep_probing.bench import ep_bench
 from ep_probing.mae import ep_pretrain, _check_pretrain
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from console import run_cli   # noqa: E402
 
+pkg = Path(ep_probing.__file__).parent
 tiny = ['--probes', 'ep,mhca', '--batch_size', '2', '--num_tokens', '4', '--dim', '32', '--num_classes', '3',
         '--steps', '1', '--warmup', '0']
 
@@ -61,3 +63,26 @@ def test_pretrain_check_takes_fp16_where_cuda_is_present(monkeypatch):
              amp=None)
     assert _check_pretrain(a) == 'fp16'
 
+
+def _imports(tree):
+    "The `ep_probing` modules each top-level function or class (None: the other statements) of a module imports"
+    out = {}
+    for s in tree.body:
+        name = s.name if isinstance(s, (ast.FunctionDef, ast.ClassDef)) else None
+        for n in ast.walk(s):
+            if isinstance(n, ast.ImportFrom) and (n.level or (n.module or '').startswith('ep_probing')):
+                out.setdefault(name, set()).add((n.module or '').removeprefix('ep_probing').strip('.'))
+    return out
+
+
+def test_mae_imports_only_lower_floors():
+    below = {'core', 'config', 'engine', 'encoders', 'data'}
+    got = _imports(ast.parse((pkg/'mae.py').read_text()))
+    assert got.pop('mae_fmnist_eval') == {'experiments'}              # the old name, forwarding when called
+    assert set().union(*got.values()) <= below, got
+
+
+def test_mae_fmnist_eval_lives_in_experiments():
+    from ep_probing import experiments
+    assert experiments.mae_fmnist_eval.__module__ == 'ep_probing.experiments'
+    assert 'run_probing' in Path(experiments.__file__).read_text()
