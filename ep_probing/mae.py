@@ -284,16 +284,18 @@ def _pretrain_meta(args:dict, # ep_pretrain's arguments by name
                    mean:float, std:float, # the pixel mean and std of the training images
                    n:int, # training images
                    data_sha256:str, # the dataset's checksum
+                   command:str, # the command line that makes it
                   )->dict:
     "The json saved beside the encoder: `model_kwargs`, `mean`, `std` and the run's provenance"
     return dict(model_kwargs=kw, mean=[mean], std=[std], provenance=dict(
-        command=command_line(ep_pretrain, args), args=args, seed=args['seed'], epochs=args['epochs'],
+        command=command, args=args, seed=args['seed'], epochs=args['epochs'],
         data=f"Fashion-MNIST train, {n} images", data_sha256=data_sha256, versions=_versions(),
         device=resolve_device(), threads=torch.get_num_threads()))
 
 # %% ../nbs/08_mae.ipynb #10c73e7e
 def _pretrain(args:dict, # ep_pretrain's arguments by name, checked by _check_pretrain
               precision:str, # the precision _check_pretrain gave
+              command:str, # the command line, recorded in the json
              )->dict: # the json written beside the weights
     "Pretrain the MAE that `args` describe; the encoder and its json are saved after every epoch"
     from fastai.torch_core import rank_distrib
@@ -306,7 +308,7 @@ def _pretrain(args:dict, # ep_pretrain's arguments by name, checked by _check_pr
               num_heads=a.num_heads, num_classes=0)
     torch.manual_seed(a.seed)
     mae = MaskedAutoencoder(VisionTransformer(**kw), a.decoder_dim, a.decoder_depth, a.decoder_num_heads, a.mask_ratio)
-    meta = _pretrain_meta(args, kw, mean, std, len(images), ds.sha256)
+    meta = _pretrain_meta(args, kw, mean, std, len(images), ds.sha256, command)
     def on_epoch(epoch, losses, times):
         meta['provenance'].update(epochs_done=epoch + 1, loss_curve=[round(l, 5) for l in losses],
                                   epoch_seconds=[round(t, 1) for t in times], wall_seconds=round(sum(times), 1))
@@ -344,7 +346,8 @@ def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{
     "Pretrain a timm ViT on Fashion-MNIST as a masked autoencoder"
     import inspect
     args = {k: v for k, v in locals().items() if k in inspect.signature(ep_pretrain).parameters and k != 'debug'}
-    with user_errors('ep_pretrain', debug): return _pretrain(args, _check_pretrain(args))
+    with user_errors('ep_pretrain', debug):
+        return _pretrain(args, _check_pretrain(args), command_line(ep_pretrain, args))
 
 # %% ../nbs/08_mae.ipynb #2784e9d8
 def mae_fmnist_eval(stem:str|Path=None, # default: the package's embedded `mae_fmnist_vit`
