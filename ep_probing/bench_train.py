@@ -17,11 +17,11 @@ from .encoders import create_encoder, timm_model
 from .data import fmnist_sample
 from .cache import extract_features, FeatureCache, CachedTokens, cached_dl
 from .fit import fit_probes
-from .core import resolve_precision, precision_dtype
+from .config import resolve_device, resolve_precision, precision_dtype, native_bf16
 from .specs import parse_specs, grid_specs
 from .bench import bench_time, bench_batch
 from .probes import create_probe
-from .core import user_errors, native_bf16
+from .core import user_errors
 
 # %% ../nbs/11a_bench_train.ipynb #a2892fdf
 class EpochTimer(Callback):
@@ -103,7 +103,7 @@ def bench_grid(N:int=49, P:int=1, C:int=192, n:int=9000, specs=('lp', 'gap', 'ep
         # the default precision
         t1, tg = later(timed_fit(dls, one, C, epochs, **kw)), later(timed_fit(dls, grid, C, epochs, **kw))
         tf = later(timed_fit(dls, grid, C, epochs, precision='none', **kw))  # fp32
-    prec = resolve_precision('auto', 'cuda' if torch.cuda.is_available() else 'cpu')
+    prec = resolve_precision('auto', resolve_device())                 # what fit_probes trained the grid in
     return dict(single_epoch_s=t1, grid_epoch_s=tg, ratio=tg / t1, heads=len(grid), probes=len(one), precision=prec,
                 grid_fp32_epoch_s=tf, fp32_ratio=tf / tg)
 
@@ -175,9 +175,10 @@ class _Heads(nn.Module):
     def forward(self, x, prefix=None): return self.f(x, prefix)
 
 def bench_stack(N:int=49, P:int=1, C:int=192, specs=('lp', 'gap', 'ep', 'mhca'), bs:int=256, steps:int=20,
-                opt:str='adamw')->dict:
+                opt:str='adamw', device:str=None, # 'cpu', 'cuda' or 'cuda:N'; None: CUDA when present
+               )->dict:
     "Milliseconds per training step of each probe's default grid: heads one by one, `together`, and each the faster way"
-    dev = 'cuda' if torch.cuda.is_available() else 'cpu'
+    dev = resolve_device(device)
     prec = resolve_precision('auto', dev)
     x, prefix, y = bench_batch(bs, N, C, 10, num_prefix=P, device=dev)
     rows = {}
@@ -324,7 +325,7 @@ def ep_bench_train(model:str='vit_small_patch16_224', # timm model name (random 
         enc = create_encoder(timm_model(model, pretrained=False, num_classes=0, img_size=img_size))
         ds, specs = RandomImages(n, img_size, enc.in_chans), [s for s in probes.split(',') if s]
         print(f"ep_bench_train: {model} ({enc.depth} blocks, C={enc.embed_dim}) at {img_size} px, {n} random images, "
-              f"bs {bs}, {torch.get_num_threads()} threads, {'cuda' if torch.cuda.is_available() else 'cpu'}")
+              f"bs {bs}, {torch.get_num_threads()} threads, {resolve_device()}")
         if 'joint' in only: print(_joint_text(bench_joint(enc, ds, specs, bs), specs))
         if 'cache' in only: print(_cache_text(bench_cache(enc, ds, specs, bs, epochs)))
         if 'grid' in only: print(_grid_text(bench_grid(specs=specs), specs))

@@ -24,8 +24,9 @@ from fastai.learner import Learner
 from fastai.optimizer import Adam
 from functools import partial
 from types import SimpleNamespace
-from .core import (atomic_write, write_json, asset_path, precisions, command_line,
-                          user_errors, check_count, check_lr, check_fraction)
+from .core import (atomic_write, write_json, asset_path, command_line, user_errors, check_count, check_lr,
+                             check_fraction)
+from .config import precisions, resolve_device, resolve_precision
 from .engine import warmup_cosine, SeedEpoch, Checkpoint, AppendCSVLogger, load_checkpoint, fit_learner
 
 # %% ../nbs/08_mae.ipynb #493089ac
@@ -255,8 +256,7 @@ def _check_pretrain(a:dict, # ep_pretrain's arguments by name
     "Check `ep_pretrain`'s arguments, with an error naming the flag; the precision asked for"
     flag, precision = ('--amp', a['amp']) if a['amp'] is not None else ('--precision', a['precision'])
     if precision not in precisions: raise ValueError(f"{flag} {precision!r}: use {', '.join(precisions)}")
-    if precision == 'fp16' and not torch.cuda.is_available():
-        raise ValueError(f"{flag} fp16 needs CUDA; on the CPU use bf16 or none")
+    resolve_precision(precision, resolve_device())            # fp16 where training runs on the CPU fails here
     for flag, lo in [('epochs', 1), ('bs', 1), ('warmup', 0), ('seed', 0), ('patch_size', 1), ('embed_dim', 1),
                      ('depth', 1), ('num_heads', 1), ('decoder_dim', 1), ('decoder_depth', 1),
                      ('decoder_num_heads', 1)]:
@@ -284,16 +284,18 @@ def _pretrain_meta(args:dict, # ep_pretrain's arguments by name
                    mean:float, std:float, # the pixel mean and std of the training images
                    n:int, # training images
                    data_sha256:str, # the dataset's checksum
+                   command:str, # the command line that makes it
                   )->dict:
     "The json saved beside the encoder: `model_kwargs`, `mean`, `std` and the run's provenance"
     return dict(model_kwargs=kw, mean=[mean], std=[std], provenance=dict(
-        command=command_line(ep_pretrain, args), args=args, seed=args['seed'], epochs=args['epochs'],
+        command=command, args=args, seed=args['seed'], epochs=args['epochs'],
         data=f"Fashion-MNIST train, {n} images", data_sha256=data_sha256, versions=_versions(),
-        device='cuda' if torch.cuda.is_available() else 'cpu', threads=torch.get_num_threads()))
+        device=resolve_device(), threads=torch.get_num_threads()))
 
 # %% ../nbs/08_mae.ipynb #10c73e7e
 def _pretrain(args:dict, # ep_pretrain's arguments by name, checked by _check_pretrain
               precision:str, # the precision _check_pretrain gave
+              command:str, # the command line, recorded in the json
              )->dict: # the json written beside the weights
     "Pretrain the MAE that `args` describe; the encoder and its json are saved after every epoch"
     from fastai.torch_core import rank_distrib
@@ -306,7 +308,7 @@ def _pretrain(args:dict, # ep_pretrain's arguments by name, checked by _check_pr
               num_heads=a.num_heads, num_classes=0)
     torch.manual_seed(a.seed)
     mae = MaskedAutoencoder(VisionTransformer(**kw), a.decoder_dim, a.decoder_depth, a.decoder_num_heads, a.mask_ratio)
-    meta = _pretrain_meta(args, kw, mean, std, len(images), ds.sha256)
+    meta = _pretrain_meta(args, kw, mean, std, len(images), ds.sha256, command)
     def on_epoch(epoch, losses, times):
         meta['provenance'].update(epochs_done=epoch + 1, loss_curve=[round(l, 5) for l in losses],
                                   epoch_seconds=[round(t, 1) for t in times], wall_seconds=round(sum(times), 1))
@@ -344,29 +346,14 @@ def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{
     "Pretrain a timm ViT on Fashion-MNIST as a masked autoencoder"
     import inspect
     args = {k: v for k, v in locals().items() if k in inspect.signature(ep_pretrain).parameters and k != 'debug'}
-    with user_errors('ep_pretrain', debug): return _pretrain(args, _check_pretrain(args))
+    with user_errors('ep_pretrain', debug):
+        return _pretrain(args, _check_pretrain(args), command_line(ep_pretrain, args))
 
 # %% ../nbs/08_mae.ipynb #2784e9d8
 def mae_fmnist_eval(stem:str|Path=None, # default: the package's embedded `mae_fmnist_vit`
-                    control:bool=False, # evaluate a randomly initialised encoder of the same architecture instead
-                    epochs:int=5, # probe training epochs
-                    k_train:int=1000, # train on about `k_train` images per class (stratified, seeded); 0: all 60,000
-                    test_size:int=0, # stratified subset of the test split (0: all 10,000)
-                    seed:int=0, # seeds the control's initialisation, the subset and the probes
-                    threads:int=None, # torch CPU threads
-                    **kwargs, # to run_probing, e.g. `cache_dir`
+                    **kwargs, # to `experiments.mae_fmnist_eval`
                    )->dict: # probe -> test accuracy (%)
-    "Frozen-probe Fashion-MNIST test accuracies (%) of the embedded MAE encoder or a random control, via `run_probing`"
-    from ep_probing.encoders import FrozenEncoder, vit_from_assets
-    from ep_probing.pipeline import run_probing
-    if threads: torch.set_num_threads(threads)
-    stem = Path(stem or mae_fmnist_stem)
-    model, cfg = vit_from_assets(stem.name, stem.parent)
-    if control:
-        kw = json.loads(stem.with_suffix('.json').read_text())['model_kwargs']
-        torch.manual_seed(seed); model = VisionTransformer(**kw).eval()
-    heads = getattr(model.blocks[0].attn, 'num_heads', 1)
-    enc = FrozenEncoder(model, name=stem.name + ('_random_init' if control else ''), data_config=cfg)
-    learn = run_probing(enc, data='fashion_mnist', probes=f'lp,gap,ep,mhca:num_heads={heads}', epochs=epochs,
-                        train_size=10 * k_train, test_size=test_size, seed=seed, out=None, progress=False, **kwargs)
-    return {k.split('_')[0]: round(100 * v, 2) for k, v in learn.results.test_top1.items()}
+    "Kept for earlier command lines: `experiments.mae_fmnist_eval`, which probes through the pipeline a floor above"
+    from ep_probing.experiments import mae_fmnist_eval as f                    # only when called: mae stays below
+    return f(stem, **kwargs)
+

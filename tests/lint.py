@@ -6,12 +6,14 @@ nbdev_export: the modules are generated. Two generated parts are not linted for 
 `__all__ = [...]` block nbdev writes at the top of a module (it wraps the names at 120 columns before it prefixes
 `__all__ = `). Last, no exported notebook cell (`#| export`, `#| exporti`) is over 30 lines: split it into prose, one
 small exported cell and its test, as nbs/00-03 do. The fields of a dataclass (`name:type=default # comment`, one
-per line) do not count: they are a table, one option per line, however many options there are."""
+per line) do not count: they are a table, one option per line, however many options there are. The scripts behind
+the committed results (nbs/data/scripts/) get ruff's F and E501 (120) as well."""
 import json, re, subprocess, sys
 from pathlib import Path
 
 root = Path(__file__).resolve().parents[1]
 max_cell = 30
+scripts = 'nbs/data/scripts'                       # the scripts that made the results under nbs/data
 
 
 def ruff(*args)->int:
@@ -41,6 +43,13 @@ def long_lines(folder:str='ep_probing', limit:int=120)->list:
     return out
 
 
+def script_findings(folder:str=scripts, limit:int=120)->list:
+    "ruff's F and E501 findings (concise lines) in the scripts under `folder`"
+    r = subprocess.run([sys.executable, '-m', 'ruff', 'check', '--output-format', 'concise', '--select', 'F,E501',
+                        '--line-length', str(limit), folder], cwd=root, capture_output=True, text=True)
+    return [l for l in r.stdout.splitlines() if re.match(r'.+?:\d+:\d+: [A-Z]+\d+', l)]
+
+
 field = re.compile(r'^    \w+\s*:\s*[^=#]+=[^#]*#')      # `    name:type=default # comment`, in a class body
 
 
@@ -67,6 +76,9 @@ if __name__ == '__main__':
     print(*long, sep='\n') if long else None
     if long: rc = 1
     rc = ruff('--select', 'F', 'tests') or rc
+    found = script_findings()
+    print(*found, sep='\n') if found else None
+    if found: rc = 1
     long = long_cells()
     for nb, i, n in long:
         print(f"nbs/{nb}: cell {i} is an exported cell of {n} lines (at most {max_cell}); split it")

@@ -24,3 +24,12 @@ def test_dataclass_fields_do_not_count_other_lines_do():
     fields = ''.join(f"    f{i}:int={i} # option {i}\n" for i in range(40))
     assert lint.code_lines(f"@dataclass\nclass C:\n{fields}") == 2
     assert lint.code_lines(''.join(f"x{i} = {i} # a comment\n" for i in range(40))) == 40
+
+
+def test_scripts_folder_is_linted(tmp_path, monkeypatch):
+    assert lint.script_findings() == []                                   # the committed scripts are clean
+    (tmp_path/'s').mkdir()
+    (tmp_path/'s'/'a.py').write_text(f"import os\nx = '{'a' * 130}'\n")
+    monkeypatch.setattr(lint, 'root', tmp_path)
+    found = lint.script_findings('s')
+    assert len(found) == 2 and any('F401' in f for f in found) and any('E501' in f for f in found), found

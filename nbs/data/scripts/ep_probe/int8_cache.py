@@ -1,7 +1,7 @@
 """Simulate an int8 cache with a per-token scale: each cached token x (C channels) stored as round(x / s) in int8,
 s = max|x| / 127, and read back as q * s (then kept in the fp16 cache); the default job then trains on the read-back
 tokens. Usage: ep_probe --out A --cache_dir ROOT   (the fp16 cache of the default job)
-       python nbs/data/ep_probe/int8_cache.py ROOT ROOT8 && ep_probe --out B --cache_dir ROOT8"""
+       python nbs/data/scripts/ep_probe/int8_cache.py ROOT ROOT8 && ep_probe --out B --cache_dir ROOT8"""
 import json, shutil, sys, numpy as np
 from pathlib import Path
 from ep_probing.cache import read_shard, write_shard, _write_manifest

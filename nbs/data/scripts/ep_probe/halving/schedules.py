@@ -4,12 +4,12 @@ BatchNorm; the batches are the same), so a `--halving 0` run's grid.csv tells ex
 at each cut (after epoch c) each probe keeps the better half (rounded up) of its surviving grid points, ranked by best
 validation top-1 so far, ties in grid order, as `fit.HalveGrid` does; then the best validation top-1 among every head's
 trained epochs is chosen, first of ties. Usage (from the repository root):
-  python nbs/data/ep_probe/halving/schedules.py > nbs/data/ep_probe/halving/schedules.json"""
+  python nbs/data/scripts/ep_probe/halving/schedules.py > nbs/data/ep_probe/halving/schedules.json"""
 import json
 from pathlib import Path
 import pandas as pd
 
-here = Path(__file__).parent
+here = Path(__file__).resolve().parents[3]/'ep_probe'/'halving'          # the grids it replays
 schedules = [[], [2], [2, 5], [2, 6], [3, 6], [2, 4], [2, 4, 6, 8], [1]]
 
 def replay(g:pd.DataFrame, cuts:list)->tuple: # ({probe: (head, best epoch 1-based, val top-1)}, head-epochs)
@@ -29,7 +29,7 @@ def replay(g:pd.DataFrame, cuts:list)->tuple: # ({probe: (head, best epoch 1-bas
         work[probe] = sum(stop.values())
     return chosen, work
 
-out = dict(command="python nbs/data/ep_probe/halving/schedules.py > nbs/data/ep_probe/halving/schedules.json",
+out = dict(command="python nbs/data/scripts/ep_probe/halving/schedules.py > nbs/data/ep_probe/halving/schedules.json",
            inputs={'default': "grid_default.csv: ep_probe --halving 0 --out h0 (the default job, every head's "
                               "10 epochs)",
                    'full': "grid_full.csv: ep_probe --halving 0 --data fashion_mnist --out hf0 (54,000 train / "

@@ -1,7 +1,8 @@
 """The default `ep_probe` job against its one unavoidable cost, side by side: bare encoder pass, ep_probe with an empty
 cache, bare pass again, ... (`pairs` ep_probe runs, each between two bare passes). Prints one line per run and a JSON
 summary: every ep_probe wall time over the mean of the bare passes just before and after it, and the median ratio.
-Usage (from the repository root): python nbs/data/ep_probe/ratio.py [pairs=3] [--bare_bs 256[,64]] [ep_probe flags...]
+Usage (from the repository root):
+  python nbs/data/scripts/ep_probe/ratio.py [pairs=3] [--bare_bs 256[,64]] [ep_probe flags...]
 `--bare_bs 256,64` times the bare pass at each batch in turn (the issue's 256; `ep_probe` extracts in batches of 64)
 and gives each run's ratio to each. The ISA limits in the environment (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA,
 MKL_ENABLE_INSTRUCTIONS, e.g. all three at AVX2 to run as a CPU without AVX-512) reach both and are recorded.
@@ -54,7 +55,7 @@ for i, r in enumerate(runs):
     r['ratio'] = {bs: round(r['wall_s'] / ((bares[i][bs] + bares[i + 1][bs]) / 2), 2) for bs in bare_bs}
 cap = torch_capability()
 env = ' '.join(f"{k}={v}" for k, v in isa_env.items())
-cmd = ' '.join([*([env] if env else []), 'python nbs/data/ep_probe/ratio.py', str(pairs), *sys.argv[2:]])
+cmd = ' '.join([*([env] if env else []), 'python nbs/data/scripts/ep_probe/ratio.py', str(pairs), *sys.argv[2:]])
 print(json.dumps(dict(command=cmd, isa=cap,
                       cpu=f"{kind}, {'with' if 'avx512_bf16' in cpu else 'without'} avx512_bf16",
                       bare_encoder_s={bs: [b[bs] for b in bares] for bs in bare_bs}, ep_probe=runs,

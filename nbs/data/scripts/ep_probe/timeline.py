@@ -1,5 +1,6 @@
 """Run a command and stamp each line it prints with the seconds since it started: where a run spends its time.
-Usage (from the repository root): python nbs/data/ep_probe/timeline.py ep_probe --out o --cache_dir <empty folder>"""
+Usage (from the repository root):
+  python nbs/data/scripts/ep_probe/timeline.py ep_probe --out o --cache_dir <empty folder>"""
 import subprocess, sys, time
 t0 = time.perf_counter()
 p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)

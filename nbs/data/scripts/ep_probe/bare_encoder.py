@@ -1,6 +1,6 @@
 """The default `ep_probe` job's one unavoidable cost, alone: the embedded MAE encoder's timm `forward_features`
 over the same 20,000 images (the sample's 10,000 train+validation and 10,000 test), batch 256, no probes, no cache.
-Usage (from the repository root): python nbs/data/ep_probe/bare_encoder.py [bf16|none] [batch=256]
+Usage (from the repository root): python nbs/data/scripts/ep_probe/bare_encoder.py [bf16|none] [batch=256]
 (`ep_probe` extracts in batches of 64; on a 2-core Xeon a batch of 64 runs fp32 about 30% faster than 256.)
 Prints the seconds of the forward passes alone (the images are transformed to tensors first, untimed)."""
 import sys, time, torch

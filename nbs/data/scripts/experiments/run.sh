@@ -8,9 +8,9 @@
 # single_lr/ keeps the CSVs of before, with one
 # learning rate for every probe (--blrs none). An interrupted run continues when run again: every training
 # run checkpoints each epoch under <name>.parts/ until <name>.csv is written.
-# From the repository root:  bash nbs/data/experiments/run.sh [compare|layers|lowshot|queries ...]
+# From the repository root:  bash nbs/data/scripts/experiments/run.sh [compare|layers|lowshot|queries ...]
 set -euo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "$0")/../../experiments"          # the results live in nbs/data/experiments
 runs=${*:-compare layers queries lowshot}
 for r in $runs; do
   case $r in

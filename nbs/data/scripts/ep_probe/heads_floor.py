@@ -5,7 +5,7 @@ them together (forward, one backward of the summed loss, one AdamW step) on toke
 at the default shapes: batch 256, 49 patch tokens and 1 prefix token of 192 channels. No data loading, no dtype
 conversion, no validation, no callbacks. Then the floor of `ep_probe`'s 10 epochs: 2 epochs of all 20 heads and 8 of
 the 12 that the halving keeps (3 per probe), 35 steps an epoch (9,000 training images, batch 256).
-Usage (from the repository root): python nbs/data/ep_probe/heads_floor.py [steps=30]
+Usage (from the repository root): python nbs/data/scripts/ep_probe/heads_floor.py [steps=30]
 Prints one line per head set and a JSON summary; run it beside `ratio.py` (same machine, same hour)."""
 import json, re, sys, time, torch, torch.nn.functional as F
 from ep_probing.specs import resolve_specs, build_heads
@@ -42,7 +42,7 @@ print(f"floor of the default job's training (2 x 35 steps of 20 heads, 8 x 35 of
 cpu = open('/proc/cpuinfo').read()
 kind = re.search(r'model name\s*:\s*(.*)', cpu).group(1)
 amx = 'amx_bf16' in cpu
-print(json.dumps(dict(command=' '.join(['python nbs/data/ep_probe/heads_floor.py', *sys.argv[1:]]),
+print(json.dumps(dict(command=' '.join(['python nbs/data/scripts/ep_probe/heads_floor.py', *sys.argv[1:]]),
                       cpu=f"{kind}, {'with' if 'avx512_bf16' in cpu else 'without'} avx512_bf16"
                           f"{', with AMX' if amx else ''}", isa=torch.backends.cpu.get_cpu_capability(),
                       step_ms_20_heads=round(ms20, 2), step_ms_12_heads=round(ms12, 2), step_ms_one_head=per,
