@@ -13,8 +13,6 @@ _public = dict(MultiHeadCrossAttentionPool='mhca', EfficientProbing='ep',
 def __getattr__(name):
     if name not in _public: raise AttributeError(f"module 'ep_probing' has no attribute {name!r}")
     import importlib
-    # registers the baseline probes of the paper's benchmark with `create_probe`
-    importlib.import_module('.zoo', __name__)
     return getattr(importlib.import_module(f'.{_public[name]}', __name__), name)
 
 def __dir__(): return sorted([*globals(), *_public])

@@ -12,7 +12,8 @@ from pathlib import Path
 import torch, torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 from fastcore.script import call_parse
-from .core import atomic_write, user_errors, check_count, run_flags
+from .core import atomic_write, user_errors, check_count
+from .cli import run_flags
 from .config import resolve_device, resolve_precision, precision_dtype
 from .probes import create_probe, probe_registry, n_params, list_probes
 

@@ -17,7 +17,8 @@ from timm.models import get_pretrained_cfg
 from fastcore.basics import patch
 from fastcore.meta import delegates
 from .backbones import resolve_backbone   # a leaf module: it imports nothing from ep_probing
-from .core import resolve_precision, precision_dtype, asset_path, spell
+from .core import asset_path, spell
+from .config import resolve_precision, precision_dtype
 
 encoder_registry = {}  # short name -> builder, filled in 'Embedded encoders' below
 

@@ -18,7 +18,8 @@ from .prepare import Prepared
 from .cache import CachedTokens, cached_dl
 from dataclasses import replace
 from .knn import knn_sweep, knn_predict, cache_global_features
-from .core import atomic_write, command_line, user_errors, Interrupted, run_flags, check_seeds
+from .core import atomic_write, command_line, user_errors, Interrupted, check_seeds
+from .cli import run_flags
 from .fit import fit_probes
 from .probes import list_probes, create_probe
 from .specs import ProbeSpec, parse_specs, grid_specs

@@ -203,6 +203,7 @@ def mae_train(mae:MaskedAutoencoder, # the model to train
               on_epoch=None, # called as `on_epoch(epoch, losses, times)` after each epoch
               precision:str='auto', # 'auto' (bf16/fp16 on CUDA, bf16 on CPUs with it), 'bf16', 'fp16' or 'none'
               progress:bool=True, # progress output
+              device:str=None, # 'cpu', 'cuda' or 'cuda:N' (`config.resolve_device`; default: CUDA when present)
              )->list: # mean loss per epoch
     "Pretrain `mae` with a fastai `Learner`: warm-up + cosine schedule, per-epoch checkpoints, resume"
     learn = mae_learner(mae, images, mean, std, bs, lr, wd)
@@ -213,7 +214,7 @@ def mae_train(mae:MaskedAutoencoder, # the model to train
         if Path(ckpt).exists(): start, _ = load_checkpoint(learn, ckpt, cbs)
         # fastai's per-epoch log beside the checkpoint
         cbs += [Checkpoint(ckpt), AppendCSVLogger(Path(ckpt).with_suffix('.log.csv'), append=start > 0)]
-    fit_learner(learn, epochs, cbs, start, precision, progress,
+    fit_learner(learn, epochs, cbs, start, precision, progress, device=resolve_device(device),
                 resume_hint='run the same command again to continue')
     return cbs[2].losses
 
