@@ -20,11 +20,9 @@ from fastai.data.core import DataLoaders
 from fastai.data.load import DataLoader as FastaiLoader
 from fastcore.basics import patch
 from fastprogress.fastprogress import progress_bar
-from torchvision.transforms import CenterCrop, Normalize, Resize, ToTensor
-from timm.data import MaybeToTensor
-from .encoders import ConvertImage, FrozenEncoder
+from .encoders import FrozenEncoder
 from .core import interactive, spell, write_json
-from .datasets import HFImages, Labelled
+from .data import array_batches
 
 # %% ../nbs/07_cache.ipynb #95e8b257
 def _item_bytes(o)->bytes:
@@ -45,7 +43,7 @@ def _digest(*parts)->bytes:
 
 # %% ../nbs/07_cache.ipynb #f77f66d8
 _labels_at = ('targets', 'labels', '_labels')                     # one label per item
-_arrays_at = ('images', 'data')                                  # one image a row: FashionMNIST, MNIST, CIFAR, STL-10
+_arrays_at = ('images', 'data')                                  # one image a row: MNIST, CIFAR, STL-10
 _paths_at = ('files', '_image_files', '_images', 'samples', 'imgs', '_samples')  # a path or (path, label) an item
 
 def _column(ds, k:str, idx, lists:bool=True)->np.ndarray: # rows `idx` of `ds.k`, or None
@@ -74,6 +72,23 @@ def _stat_key(paths)->bytes:
                                                           "read the dataset again (or restore the file)") from None
         lines.append(f"{os.fspath(p)}\0{s.st_size}\0{s.st_mtime_ns}" + (f"\0{rest}\n" if rest else "\n"))
     return _digest(''.join(lines))
+
+# %% ../nbs/07_cache.ipynb #123cf638
+def _rows_of(ds, v:dict, k:str, idx): # rows `idx` (None: all) of what `ds.cache_identity()` gives under `k`
+    a = v[k].detach().cpu().numpy() if isinstance(v[k], torch.Tensor) else v[k]
+    if len(a) != len(ds): raise ValueError(f"{type(ds).__name__}.cache_identity() gives {len(a)} {k} for {len(ds)} "
+                                           "items; give one an item")
+    if k == 'files': return a if idx is None else [a[i] for i in idx]
+    return np.asarray(a) if idx is None else np.asarray(a)[idx]
+
+def _declared_key(ds, v:dict, idx)->tuple: # (sha256 digest, how the items were keyed)
+    "The key of items `idx` of `ds` from its `cache_identity()` `v`: `labels`, then `images`, `files` or `of`"
+    ys = [] if v.get('labels') is None else [_rows_of(ds, v, 'labels', idx)]
+    if 'images' in v: return _digest(*ys, _rows_of(ds, v, 'images', idx)), 'arrays'
+    if 'files' in v: return _digest(*ys, _stat_key(_rows_of(ds, v, 'files', idx))), 'file sizes and times'
+    if 'of' in v: k, how = _items_key(v['of'], idx); return _digest(*ys, v.get('converted', ''), k), how
+    raise ValueError(f"{type(ds).__name__}.cache_identity() gives {', '.join(v)}; "
+                     "give `images`, `files` or `of` (and `labels`)")
 
 # %% ../nbs/07_cache.ipynb #35a85d39
 _slow_warned = set()                # the dataset types already warned about, once per process
@@ -107,20 +122,18 @@ def _arrow_files(ds)->list: # the Arrow files of a Hugging Face dataset, or None
 
 def _items_key(ds, idx=None)->tuple: # (sha256 digest, how the items were keyed)
     "A digest that changes when any of items `idx` (None: all) of `ds` changes, read without decoding where it can"
-    if callable(f := getattr(ds, 'cache_identity', None)):
-        v = f(); return _digest(v if isinstance(v, bytes) else str(v), _rows(idx)), 'cache_identity'
+    if callable(f := getattr(ds, 'cache_identity', None)):                # the dataset says who it is
+        if isinstance(v := f(), dict): return _declared_key(ds, v, idx)
+        return _digest(v if isinstance(v, bytes) else str(v), _rows(idx)), 'cache_identity'
     if isinstance(ds, Subset):
         i = np.asarray(ds.indices, np.int64) % max(len(ds.dataset), 1)
         return _items_key(ds.dataset, i if idx is None else i[idx])
     if isinstance(ds, ConcatDataset): return _concat_key(ds, idx)
-    ys = [y for k in _labels_at if (y := _column(ds, k, idx)) is not None]
+    ys = [y for k in _labels_at if (y := _column(ds, k, idx)) is not None]              # torchvision's datasets
     if (a := next((a for k in _arrays_at if (a := _column(ds, k, idx, lists=False)) is not None), None)) is not None:
         return _digest(*ys, a), 'arrays'
     if (ps := _paths(ds)) is not None:
         return _digest(*ys, _stat_key(ps if idx is None else [ps[i] for i in idx])), 'file sizes and times'
-    if isinstance(ds, (Labelled, HFImages)):                         # item i: item i of `ds.ds`, converted
-        k, how = _items_key(ds.ds, idx)
-        return _digest(*ys, repr((getattr(ds, 'channels', None), getattr(ds, 'col', None))), k), how
     if fs := _arrow_files(ds): return _digest(ds._fingerprint, _stat_key(fs), _rows(idx)), 'arrow files'
     if isinstance(ds, (list, tuple)): return _digest(*ys, *_each(ds, idx)), 'items in memory'   # hashing them is cheap
     return _digest(*ys, _read_every_item(ds, idx)), 'every item read'
@@ -332,43 +345,6 @@ class _Transformed(Dataset):
         x, y = self.dataset[self.idxs[i]]
         return (self.transform(x) if self.transform is not None else x), int(y)
 
-# %% ../nbs/07_cache.ipynb #def49382
-def _grey_arrays(dataset)->tuple: # (images `(N, H, W)` uint8, labels `(N,)`, rows or None), or None
-    "The uint8 images and labels of a dataset (through `Subset`s) whose items are declared to be just those"
-    rows = None
-    while isinstance(dataset, Subset):
-        i = np.asarray(dataset.indices); rows = i if rows is None else i[rows]; dataset = dataset.dataset
-    ims, ys = getattr(dataset, 'images', None), getattr(dataset, 'targets', None)
-    ok = (isinstance(ims, torch.Tensor) and ims.dtype == torch.uint8 and ims.ndim == 3 and isinstance(ys, torch.Tensor)
-          and getattr(dataset, 'transform', None) is None and getattr(dataset, 'grey_array_items', False))
-    return (ims, ys, rows) if ok else None
-
-def _normalize_only(transform, hw:tuple)->tuple: # `(mean, std)` of its `Normalize`, or None
-    "When `transform`, on grey PIL images of size `hw`, is `ToTensor` then `Normalize` (other steps identities)"
-    mean, tensor = None, False
-    for t in getattr(transform, 'transforms', [None]):
-        if isinstance(t, ConvertImage) and t.mode == 'L': continue
-        if isinstance(t, Resize) and t.max_size is None and t.size in (hw[0], [hw[0]], list(hw), hw) and hw[0] == hw[1]:
-            continue                                        # the shorter side already has the size: PIL returns a copy
-        if isinstance(t, CenterCrop) and tuple(t.size) == hw: continue
-        if isinstance(t, (ToTensor, MaybeToTensor)) and not tensor: tensor = True; continue
-        if isinstance(t, Normalize) and tensor and mean is None: mean, std = t.mean, t.std; continue
-        return None
-    return (torch.as_tensor(mean), torch.as_tensor(std)) if mean is not None else None
-
-# %% ../nbs/07_cache.ipynb #401fc4e2
-def _array_batches(dataset, transform)->callable: # `(a, b) -> (images (b-a, 1, H, W), labels)`, or None
-    "Items `a..b` transformed as one batch, bit for bit as `transform` does them one by one (tested); None: no can do"
-    arr = _grey_arrays(dataset)
-    mean_std = arr and _normalize_only(transform, tuple(arr[0].shape[1:]))
-    if not mean_std: return None
-    (ims, ys, rows), (mean, std) = arr, mean_std
-    def batch(a, b):
-        i = torch.arange(a, b) if rows is None else torch.as_tensor(rows[a:b])
-        x = ims[i][:, None].float().div(255)                                          # (B, 1, H, W), as `ToTensor`
-        return x.sub_(mean.view(1, -1, 1, 1)).div_(std.view(1, -1, 1, 1)), ys[i]     # as `Normalize`
-    return batch
-
 # %% ../nbs/07_cache.ipynb #66aa2046
 class _Damaged(ValueError):
     "A file of a cache that cannot be used, and what is wrong with it"
@@ -575,7 +551,7 @@ def _fp16(t:torch.Tensor, # tokens of a batch `(B, ...)`, fp32
 # %% ../nbs/07_cache.ipynb #9f1e2e21
 def _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers):
     "Yield `(shard, buffers, done)` after each batch; buffers hold the shard's fp16 tokens and labels"
-    fast = _array_batches(dataset, transform)               # whole batches at once where the dataset allows it
+    fast = array_batches(dataset, transform)                # whole batches at once where the dataset offers them
     for i, a, b in todo:
         buf = {k: np.empty((b - a, *shapes[k]), np.int64 if k == 'labels' else np.float16) for k in _files}
         s = 0

@@ -34,12 +34,16 @@ class Labelled(Dataset):
     def __getitem__(self, i):
         img = self.ds[i][0]
         return (to_channels(img, self.channels) if self.channels else img), int(self.targets[i])
+    def cache_identity(self)->dict: # the labels, and `ds` converted (`(channels, column)`, as keys have always had it)
+        "What identifies the items, for the feature cache's key: the labels, and the dataset converted"
+        return dict(labels=self.targets, of=self.ds, converted=repr((self.channels, None)))
 
 class Files(Dataset):
     "Items `(image,)` decoded from image files (named in the error when one is unreadable)"
     def __init__(self, files:list): self.files = list(files)
     def __len__(self): return len(self.files)
     def __getitem__(self, i): return (load_image(self.files[i]),)
+    def cache_identity(self)->dict: return dict(files=self.files)      # keyed by the files' paths, sizes and times
 
 # %% ../nbs/06a_datasets.ipynb #f04ede49
 def _files_only(cls, drop=()):
@@ -112,6 +116,7 @@ class Arrays(Dataset):
     def __init__(self, data:np.ndarray): self.data = data
     def __len__(self): return len(self.data)
     def __getitem__(self, i): return (Image.fromarray(self.data[i]),)
+    def cache_identity(self)->dict: return dict(images=self.data)      # keyed by the array's bytes
 
 _cifar_files = dict(cifar10=('cifar-10-batches-py', [f'data_batch_{i}' for i in range(1, 6)], ['test_batch'],
                              'batches.meta', 'labels', 'label_names'),
@@ -487,6 +492,7 @@ def hf_columns(ds, spec:HFSpec)->tuple:
                          "name the image column as hf:PATH:image_col:label_col")
     return img, lbl
 
+# %% ../nbs/06a_datasets.ipynb #3ded07f9
 class HFImages(Dataset):
     "Items `(PIL image,)` from column `col` of an `HFSplit`, decoded by `load_image` and named by file and row"
     def __init__(self, split:HFSplit, col:str):
@@ -498,6 +504,9 @@ class HFImages(Dataset):
         if b is not None: return (load_image(io.BytesIO(b), name=where),)
         if p and '://' not in p: return (load_image(p, name=f'{p} ({where})'),)   # a local file, never a download
         raise DataError(f"hf: no image at {where} ({self.col!r} is {v!r:.60}); remove the row or give it an image")
+    def cache_identity(self)->dict: # the Arrow dataset (keyed by its files) and the column, as `Labelled` says
+        "What identifies the items, for the feature cache's key: the Hugging Face dataset and the image column"
+        return dict(of=self.ds, converted=repr((None, self.col)))
 
 # %% ../nbs/06a_datasets.ipynb #e3bc419d
 def _hf_labels(split:HFSplit, col:str)->list:

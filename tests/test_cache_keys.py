@@ -69,9 +69,10 @@ def _arrow_files(ds):
         return [c['filename'] for c in cf] or None
 
 def legacy_items_key(ds, idx=None)->tuple:
-    "`ep_probing.cache._items_key` as it was before issue 38"
-    if callable(f := getattr(ds, 'cache_identity', None)):
-        v = f(); return _digest(v if isinstance(v, bytes) else str(v), _rows(idx)), 'cache_identity'
+    "`ep_probing.cache._items_key` as it was before issue 38, on the datasets as they were (no dict identity)"
+    # our datasets had no `cache_identity` before issue 38 (now theirs gives a dict): only a user's str or bytes counts
+    if callable(f := getattr(ds, 'cache_identity', None)) and not isinstance(v := f(), dict):
+        return _digest(v if isinstance(v, bytes) else str(v), _rows(idx)), 'cache_identity'
     if isinstance(ds, Subset):
         i = np.asarray(ds.indices, np.int64) % max(len(ds.dataset), 1)
         return legacy_items_key(ds.dataset, i if idx is None else i[idx])
@@ -138,3 +139,34 @@ def test_cache_key_of_shipped_sample():
     for split, w in want.items():
         fp = cache.dataset_fingerprint(fmnist_sample(split), f'fashion_mnist_sample:{split}')
         assert (fp['name'], fp['type'], fp['len'], fp['items'], fp['content']) == w, fp
+
+
+def test_datasets_say_who_they_are(tmp_path, monkeypatch):
+    "Each dataset of ours gives a dict `cache_identity()`, and the key asks it rather than reading its attributes"
+    sets = every_dataset(tmp_path)
+    kinds = set()
+    for ds in sets.values():
+        while ds is not None:
+            v = ds.cache_identity()
+            assert isinstance(v, dict) and {'images', 'files', 'of'} & set(v), (type(ds), v)
+            kinds.add(type(ds).__name__); ds = v.get('of')
+            if ds is not None and not callable(getattr(ds, 'cache_identity', None)): break   # torchvision's, HF's
+    assert {'FashionMNIST', 'Labelled', 'Files', 'Arrays', 'HFImages', 'Folder'} <= kinds, kinds
+    def refuse(self): raise RuntimeError('asked')
+    monkeypatch.setattr(FashionMNIST, 'cache_identity', refuse)
+    try: cache._items_key(sets['fmnist_arrays']); raise AssertionError('the key did not ask the dataset')
+    except RuntimeError as e: assert str(e) == 'asked'
+
+
+def test_extraction_asks_the_dataset_for_batches(tmp_path, monkeypatch):
+    "Extraction batches Fashion-MNIST through `FashionMNIST.batch_transform`, to the same tokens as item by item"
+    from ep_probing.encoders import create_encoder
+    calls, real = [], FashionMNIST.batch_transform
+    monkeypatch.setattr(FashionMNIST, 'batch_transform', lambda self, tf: calls.append(tf) or real(self, tf))
+    enc = create_encoder('mae_fmnist', layers=[1])
+    ds = Subset(fmnist_sample('test'), list(range(12, 0, -1)))
+    fast = cache.extract_features(enc, ds, tmp_path, transform=enc.transform(), batch_size=5, progress=False)
+    assert len(calls) == 1 and len(fast) == 12
+    slow = cache.extract_features(enc, [ds[i] for i in range(12)], tmp_path, transform=enc.transform(), progress=False)
+    assert fast.path != slow.path and len(calls) == 1
+    for a, b in zip(fast.get_batch(range(12)), slow.get_batch(range(12))): assert torch.equal(a, b)
