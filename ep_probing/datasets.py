@@ -570,11 +570,11 @@ def _hf_labelled(split:HFSplit, img:str, ys:list, classes:list, channels)->Label
 
 # %% ../nbs/06a_datasets.ipynb #02b7d7b9
 class NamedData(NamedTuple):
-    "The splits of a dataset named by `load_named`"
+    "The splits of a dataset, its class names and its name: what `load_named` and `load_data` return"
     train:Dataset # the train split, a Labelled
     test:Dataset # the test split, a Labelled
     classes:list # class names, indexed by label
-    name:str # the registry name, or `hf:<folder name>`
+    name:str # the registry name, `hf:<folder name>`, `folder:<path>` or a `data_names` name
 
 def _check_sizes(name:str, train, test):
     "Warn when `name`'s class count or split sizes differ from the official ones"
@@ -622,7 +622,7 @@ data_names = {
 # %% ../nbs/06a_datasets.ipynb #942a0e37
 def _load_folder(data:str, # `--data`: a folder holding train/<class>/* and test/<class>/* (or val/, valid/)
                  channels:int=None, # convert images to 1 or 3 channels
-                )->tuple: # (train, test, class names, name)
+                )->NamedData:
     "The train and test datasets of an image folder, or a `ValueError` saying what `--data` may be"
     root = Path(data).expanduser()
     if not root.is_dir():
@@ -636,20 +636,20 @@ def _load_folder(data:str, # `--data`: a folder holding train/<class>/* and test
     tr, te = image_folder(root/'train', channels=channels), image_folder(test_dir, channels=channels)
     if tr.classes != te.classes:
         raise ValueError(f"train classes {tr.classes} differ from {test_dir.name} classes {te.classes}")
-    return tr, te, list(tr.classes), f'folder:{root.resolve()}'
+    return NamedData(tr, te, list(tr.classes), f'folder:{root.resolve()}')
 
 # %% ../nbs/06a_datasets.ipynb #b9c628ed
 def load_data(data:str='fashion_mnist_sample', # `data_names`, `dataset_registry`, hf:PATH or a folder (train/, test/)
               data_path:str=None, # dataset folder (`dataset_registry`); Fashion-MNIST: its IDX files (searched first)
               channels:int=None, # convert images to 1 or 3 channels
-             )->tuple: # (train, test, class names, name)
-    "The train and test datasets of `data`"
+             )->NamedData: # `(train, test, classes, name)`, a `NamedTuple`
+    "The train and test datasets of `data`, their class names and the data's name"
     if data == 'fashion_mnist_sample':
         tr, te = fmnist_sample('train'), fmnist_sample('test')
-        return tr, te, list(tr.classes), data
+        return NamedData(tr, te, list(tr.classes), data)
     if data in ('fashion_mnist', 'fmnist'):
         tr, te = FashionMNIST('train', data_path), FashionMNIST('test', data_path)
-        return tr, te, list(tr.classes), 'fashion_mnist'
+        return NamedData(tr, te, list(tr.classes), 'fashion_mnist')
     # the paper's, by name
-    if data in dataset_registry or data.startswith('hf:'): return tuple(load_named(data, data_path, channels))
+    if data in dataset_registry or data.startswith('hf:'): return load_named(data, data_path, channels)
     return _load_folder(data, channels)
