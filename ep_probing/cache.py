@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['write_shard', 'read_shard', 'is_complete', 'damaged_shards', 'dataset_fingerprint', 'encoder_identity', 'cache_key',
-           'human_bytes', 'cache_bytes', 'check_free_space', 'extract_features', 'FeatureCache', 'CachedTokens',
+           'human_bytes', 'cache_bytes', 'check_free_space', 'FeatureCache', 'extract_features', 'CachedTokens',
            'cached_dl', 'TokenLoaders', 'cache_dls']
 
 # %% ../nbs/07_cache.ipynb #8bdbf779
@@ -96,29 +96,6 @@ def _declared_key(ds, v:dict, idx)->tuple: # (sha256 digest, how the items were 
     raise ValueError(f"{type(ds).__name__}.cache_identity() gives {', '.join(v)}; "
                      "give `images`, `files` or `of` (and `labels`)")
 
-# %% ../nbs/07_cache.ipynb #35a85d39
-_slow_warned = set()                # the dataset types already warned about, once per process
-
-def _read_every_item(ds, idx)->bytes:
-    "The slow key: items `idx` (None: all) of `ds` read and hashed; once per type, a warning saying how to avoid it"
-    t = type(ds).__name__
-    if t not in _slow_warned:
-        _slow_warned.add(t)
-        warnings.warn(f"the feature cache key reads every image of the {t} dataset, as it cannot see which files or "
-                      f"arrays they come from; give {t} a `files` list (one image path per item) or a "
-                      "`cache_identity()` method (see `ep_probing.cache`) to key it without reading the images")
-    return _digest(*_each(ds, idx))
-
-# %% ../nbs/07_cache.ipynb #07e82eff
-def _concat_key(ds:ConcatDataset, idx)->tuple: # (sha256 digest, how the items were keyed)
-    "Items `idx` (None: all) of a `ConcatDataset`: the part and row of each, and each part's key of its rows"
-    ends = np.asarray(ds.cumulative_sizes, np.int64); starts = np.concatenate([[0], ends[:-1]])
-    i = np.arange(ends[-1] if len(ends) else 0) if idx is None else np.asarray(idx, np.int64)
-    part = np.searchsorted(ends, i, side='right'); row = i - starts[part]
-    keys = [_items_key(d, None if idx is None else np.unique(row[part == j]))
-            for j, d in enumerate(ds.datasets) if idx is None or (part == j).any()]
-    return _digest(part, row, *(k for k, _ in keys)), ', '.join(sorted({h for _, h in keys}))
-
 # %% ../nbs/07_cache.ipynb #a961edae
 def _rows(idx)->np.ndarray: return np.arange(0) if idx is None else np.asarray(idx, np.int64)
 def _each(ds, idx)->list: return [_item_bytes(ds[int(i)]) for i in (range(len(ds)) if idx is None else idx)]
@@ -143,6 +120,29 @@ def _items_key(ds, idx=None)->tuple: # (sha256 digest, how the items were keyed)
     if fs := _arrow_files(ds): return _digest(ds._fingerprint, _stat_key(fs), _rows(idx)), 'arrow files'
     if isinstance(ds, (list, tuple)): return _digest(*ys, *_each(ds, idx)), 'items in memory'   # hashing them is cheap
     return _digest(*ys, _read_every_item(ds, idx)), 'every item read'
+
+# %% ../nbs/07_cache.ipynb #07e82eff
+def _concat_key(ds:ConcatDataset, idx)->tuple: # (sha256 digest, how the items were keyed)
+    "Items `idx` (None: all) of a `ConcatDataset`: the part and row of each, and each part's key of its rows"
+    ends = np.asarray(ds.cumulative_sizes, np.int64); starts = np.concatenate([[0], ends[:-1]])
+    i = np.arange(ends[-1] if len(ends) else 0) if idx is None else np.asarray(idx, np.int64)
+    part = np.searchsorted(ends, i, side='right'); row = i - starts[part]
+    keys = [_items_key(d, None if idx is None else np.unique(row[part == j]))
+            for j, d in enumerate(ds.datasets) if idx is None or (part == j).any()]
+    return _digest(part, row, *(k for k, _ in keys)), ', '.join(sorted({h for _, h in keys}))
+
+# %% ../nbs/07_cache.ipynb #35a85d39
+_slow_warned = set()                # the dataset types already warned about, once per process
+
+def _read_every_item(ds, idx)->bytes:
+    "The slow key: items `idx` (None: all) of `ds` read and hashed; once per type, a warning saying how to avoid it"
+    t = type(ds).__name__
+    if t not in _slow_warned:
+        _slow_warned.add(t)
+        warnings.warn(f"the feature cache key reads every image of the {t} dataset, as it cannot see which files or "
+                      f"arrays they come from; give {t} a `files` list (one image path per item) or a "
+                      "`cache_identity()` method (see `ep_probing.cache`) to key it without reading the images")
+    return _digest(*_each(ds, idx))
 
 # %% ../nbs/07_cache.ipynb #4df2f5c7
 def dataset_fingerprint(dataset, # indexable, `dataset[i] -> (image, label)`
@@ -274,52 +274,6 @@ def _cache_size(n:int, # images in the dataset
                                                   if len(todo) < num_shards else '')
     return m, int(row * m), size
 
-# %% ../nbs/07_cache.ipynb #a6790ec4
-def _fill_cache(encoder, dataset, transform, # as extract_features has them
-                d:Path, # the cache's folder, `root/key`
-                key:str, info:dict, # from cache_key
-                shard_size:int, batch_size:int, num_workers:int, progress:bool, # as extract_features has them
-               ):
-    "Extract the shards of `d` still to do, write its `meta.json` and then its manifest; report the work done"
-    _check_writable(d)
-    n, shapes = len(dataset), _token_shapes(encoder, dataset, transform)
-    shards = [(s, min(s + shard_size, n)) for s in range(0, n, shard_size)]
-    todo, bad = shards_to_do(d, shards, shapes)
-    m, nbytes, size = _cache_size(n, shapes, todo, len(shards))
-    bar, free = progress and interactive(), _free_space(d)
-    if progress and m: print(f"caching {_describe(n, shapes)}: {size} in {d} ({human_bytes(free)} free)", flush=True)
-    check_free_space(d, nbytes + (1 << 20), shapes['patch'][0], free)
-    meta = dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()}, layers=list(encoder.layers))
-    with on_full_disk(d): start_cache(d, bad, meta)
-    t0 = time.perf_counter()
-    _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, bar)
-    with on_full_disk(d): write_manifest(d, key, n, len(shards))
-    secs = time.perf_counter() - t0
-    done = (f"extracted {_describe(m, shapes)} in {secs:.1f} s ({m / max(secs, 1e-6):,.0f} img/s)" if m
-            else "nothing to extract")
-    if progress and not bar: print(f"{done} -> {d} ({size})", flush=True)
-
-# %% ../nbs/07_cache.ipynb #936ee0b7
-def extract_features(encoder:FrozenEncoder, # the frozen encoder
-                     dataset, # `dataset[i] -> (image, label)`
-                     root, # cache root; the cache lives in `root/<key>`
-                     transform=None, # applied to each image (e.g. `encoder.transform()` for PIL images)
-                     name:str=None, # the dataset's name (part of the key)
-                     batch_size:int=64, # images per forward pass
-                     shard_size:int=1024, # images per shard
-                     num_workers:int=0, # DataLoader workers
-                     progress:bool=True, # a progress bar in a terminal or notebook, one line in logs; False: silent
-                    ): # returns a FeatureCache
-    "Extract `encoder`'s tokens of `dataset` once to an fp16 memory-mapped cache; reuse, repair or resume it by key"
-    key, info = cache_key(encoder, dataset, transform, name, shard_size)
-    # view: the shapes `encoder.forward` gives
-    d, view = Path(root)/key, encoder.layers[0] if isinstance(encoder.layer_arg, int) else None
-    if is_complete(d):
-        if not (bad := cache_damage(d)): return FeatureCache(d, view)            # checked in full once per process
-        heal(d, bad)
-    _fill_cache(encoder, dataset, transform, d, key, info, shard_size, batch_size, num_workers, progress)
-    return FeatureCache(d, view)
-
 # %% ../nbs/07_cache.ipynb #85f30845
 def _fp16(t:torch.Tensor, # tokens of a batch `(B, ...)`, fp32
           start:int, # dataset index of the batch's first item
@@ -373,6 +327,31 @@ def _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, nu
             pending = writer.submit(contextvars.copy_context().run, _write, d/f'shard_{i:05d}', buf)   # `spell`
         if pending is not None: pending.result()
 
+# %% ../nbs/07_cache.ipynb #a6790ec4
+def _fill_cache(encoder, dataset, transform, # as extract_features has them
+                d:Path, # the cache's folder, `root/key`
+                key:str, info:dict, # from cache_key
+                shard_size:int, batch_size:int, num_workers:int, progress:bool, # as extract_features has them
+               ):
+    "Extract the shards of `d` still to do, write its `meta.json` and then its manifest; report the work done"
+    _check_writable(d)
+    n, shapes = len(dataset), _token_shapes(encoder, dataset, transform)
+    shards = [(s, min(s + shard_size, n)) for s in range(0, n, shard_size)]
+    todo, bad = shards_to_do(d, shards, shapes)
+    m, nbytes, size = _cache_size(n, shapes, todo, len(shards))
+    bar, free = progress and interactive(), _free_space(d)
+    if progress and m: print(f"caching {_describe(n, shapes)}: {size} in {d} ({human_bytes(free)} free)", flush=True)
+    check_free_space(d, nbytes + (1 << 20), shapes['patch'][0], free)
+    meta = dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()}, layers=list(encoder.layers))
+    with on_full_disk(d): start_cache(d, bad, meta)
+    t0 = time.perf_counter()
+    _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, bar)
+    with on_full_disk(d): write_manifest(d, key, n, len(shards))
+    secs = time.perf_counter() - t0
+    done = (f"extracted {_describe(m, shapes)} in {secs:.1f} s ({m / max(secs, 1e-6):,.0f} img/s)" if m
+            else "nothing to extract")
+    if progress and not bar: print(f"{done} -> {d} ({size})", flush=True)
+
 # %% ../nbs/07_cache.ipynb #a8cc13cd
 def _rerun(what:str)->str:
     return f"run the same ep_probe command (or `extract_features` call) again to {what}, or {another_folder()}"
@@ -399,6 +378,35 @@ class FeatureCache(Dataset):
         self._headers, self._labels, self._open = {}, {}, OrderedDict()    # arrays' headers, labels, open files
     def __len__(self): return self.n
     def __getstate__(self): return {**self.__dict__, '_open': OrderedDict()}
+
+# %% ../nbs/07_cache.ipynb #1374d5dd
+FeatureCache.max_open = 128                 # files a reader keeps open; past it, it closes the least recently used
+
+@patch
+def _file(self:FeatureCache, name:str): # an open handle on the file `name`, most recently used last
+    f = self._open.pop(name, None)
+    if f is None:
+        if len(self._open) >= self.max_open: self._open.popitem(last=False)[1].close()
+        f = open(name, 'rb', buffering=0)
+    self._open[name] = f
+    return f
+
+def _pread(f, buf:np.ndarray, offset:int):
+    "Fill the contiguous `buf` with the bytes of `f` at `offset`, moving no file position where the OS has `preadv`"
+    mv = memoryview(buf.reshape(-1).view(np.uint8))
+    n = os.preadv(f.fileno(), [mv], offset) if hasattr(os, 'preadv') else (f.seek(offset), f.readinto(mv))[1]
+    if n != mv.nbytes: raise ValueError(f"{f.name} ends early: the cache was truncated while in use; "
+                                        f"{_rerun('re-extract it')}")
+
+@patch
+def release(self:FeatureCache):
+    "Close the files this reader holds open and forget its shards' headers and labels; they are read again when needed"
+    for f in self._open.values(): f.close()
+    self._open.clear(); self._headers.clear(); self._labels.clear()
+
+@patch
+def __del__(self:FeatureCache):
+    if hasattr(self, '_open'): self.release()                      # not after a failed __init__
 
 # %% ../nbs/07_cache.ipynb #844a3810
 @patch
@@ -480,35 +488,26 @@ def nbytes(self:FeatureCache)->int:
     "Bytes of the shards' `.npy` files on disk"
     return sum(f.stat().st_size for f in self.path.glob('shard_*/*.npy'))
 
-# %% ../nbs/07_cache.ipynb #1374d5dd
-FeatureCache.max_open = 128                 # files a reader keeps open; past it, it closes the least recently used
-
-@patch
-def _file(self:FeatureCache, name:str): # an open handle on the file `name`, most recently used last
-    f = self._open.pop(name, None)
-    if f is None:
-        if len(self._open) >= self.max_open: self._open.popitem(last=False)[1].close()
-        f = open(name, 'rb', buffering=0)
-    self._open[name] = f
-    return f
-
-def _pread(f, buf:np.ndarray, offset:int):
-    "Fill the contiguous `buf` with the bytes of `f` at `offset`, moving no file position where the OS has `preadv`"
-    mv = memoryview(buf.reshape(-1).view(np.uint8))
-    n = os.preadv(f.fileno(), [mv], offset) if hasattr(os, 'preadv') else (f.seek(offset), f.readinto(mv))[1]
-    if n != mv.nbytes: raise ValueError(f"{f.name} ends early: the cache was truncated while in use; "
-                                        f"{_rerun('re-extract it')}")
-
-@patch
-def release(self:FeatureCache):
-    "Close the files this reader holds open and forget its shards' headers and labels; they are read again when needed"
-    for f in self._open.values(): f.close()
-    self._open.clear(); self._headers.clear(); self._labels.clear()
-
-# %% ../nbs/07_cache.ipynb #3dafa70e
-@patch
-def __del__(self:FeatureCache):
-    if hasattr(self, '_open'): self.release()                      # not after a failed __init__
+# %% ../nbs/07_cache.ipynb #936ee0b7
+def extract_features(encoder:FrozenEncoder, # the frozen encoder
+                     dataset, # `dataset[i] -> (image, label)`
+                     root, # cache root; the cache lives in `root/<key>`
+                     transform=None, # applied to each image (e.g. `encoder.transform()` for PIL images)
+                     name:str=None, # the dataset's name (part of the key)
+                     batch_size:int=64, # images per forward pass
+                     shard_size:int=1024, # images per shard
+                     num_workers:int=0, # DataLoader workers
+                     progress:bool=True, # a progress bar in a terminal or notebook, one line in logs; False: silent
+                    ): # returns a FeatureCache
+    "Extract `encoder`'s tokens of `dataset` once to an fp16 memory-mapped cache; reuse, repair or resume it by key"
+    key, info = cache_key(encoder, dataset, transform, name, shard_size)
+    # view: the shapes `encoder.forward` gives
+    d, view = Path(root)/key, encoder.layers[0] if isinstance(encoder.layer_arg, int) else None
+    if is_complete(d):
+        if not (bad := cache_damage(d)): return FeatureCache(d, view)            # checked in full once per process
+        heal(d, bad)
+    _fill_cache(encoder, dataset, transform, d, key, info, shard_size, batch_size, num_workers, progress)
+    return FeatureCache(d, view)
 
 # %% ../nbs/07_cache.ipynb #e302e5c5
 class CachedTokens:
