@@ -534,6 +534,16 @@ def _hf_missing_image(split:HFSplit, col:str)->int:
         miss = pc.or_(miss, pc.and_(*parts) if len(parts) == 2 else parts[0])
     return pc.index(miss, True).as_py()
 
+# %% ../nbs/06a_datasets.ipynb #89f3b64a
+def _hf_labelled(split:HFSplit, img:str, ys:list, classes:list, channels)->Labelled:
+    "`split` as a `Labelled` of labels `ys`: every row must have an image, and the first must decode"
+    if (j := _hf_missing_image(split, img)) >= 0:
+        raise DataError(f"hf: no image at {split.where(j)} ({img!r} is empty there); "
+                        "remove the row or give it an image")
+    ds = Labelled(HFImages(split, img), ys, classes, channels)
+    ds[0]   # a corrupt first image fails here, not in the first batch
+    return ds
+
 # %% ../nbs/06a_datasets.ipynb #01bc4489
 def load_hf(spec:HFSpec, channels:int=None)->tuple:
     "The (train, test) `Labelled` splits of Hugging Face dataset `spec`; classes: `ClassLabel`'s, or the sorted labels"
@@ -557,16 +567,6 @@ def load_hf(spec:HFSpec, channels:int=None)->tuple:
         idx = {v: i for i, v in enumerate(sorted(seen))}
         ys, classes = [[idx[v] for v in y] for y in ys], [str(v) for v in idx]
     return tuple(_hf_labelled(s, img, y, classes, channels) for s, y in zip((tr, te), ys))
-
-# %% ../nbs/06a_datasets.ipynb #89f3b64a
-def _hf_labelled(split:HFSplit, img:str, ys:list, classes:list, channels)->Labelled:
-    "`split` as a `Labelled` of labels `ys`: every row must have an image, and the first must decode"
-    if (j := _hf_missing_image(split, img)) >= 0:
-        raise DataError(f"hf: no image at {split.where(j)} ({img!r} is empty there); "
-                        "remove the row or give it an image")
-    ds = Labelled(HFImages(split, img), ys, classes, channels)
-    ds[0]   # a corrupt first image fails here, not in the first batch
-    return ds
 
 # %% ../nbs/06a_datasets.ipynb #02b7d7b9
 class NamedData(NamedTuple):
