@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['fmnist_classes', 'fmnist_debian_dir', 'fmnist_url', 'fmnist_sha256', 'fmnist_sample_file', 'read_idx',
-           'fmnist_cache_dir', 'fmnist_dirs', 'fmnist_download', 'fmnist_files', 'FashionMNIST', 'to_channels',
-           'DataError', 'load_image', 'verify_images', 'image_samples', 'image_folder', 'targets_of',
+           'fmnist_cache_dir', 'fmnist_dirs', 'fmnist_download', 'fmnist_files', 'FashionMNIST', 'array_batches',
+           'to_channels', 'DataError', 'load_image', 'verify_images', 'image_samples', 'image_folder', 'targets_of',
            'low_shot_indices', 'low_shot', 'stratified_split', 'make_fmnist_sample', 'fmnist_sample',
            'TransformDataset', 'stream_dls', 'subset_indices']
 
@@ -15,6 +15,9 @@ from pathlib import Path
 from PIL import Image
 from fastcore.basics import patch
 from torch.utils.data import Dataset, Subset
+from torchvision.transforms import CenterCrop, Normalize, Resize, ToTensor
+from timm.data import MaybeToTensor
+from .encoders import ConvertImage
 from .core import atomic_write, write_json, file_sha256, asset_path
 
 # %% ../nbs/06_data.ipynb #97c30010
@@ -170,6 +173,51 @@ def from_arrays(cls:FashionMNIST, split:str, # 'train' or 'test'
     ds._set(split, images, labels, files, transform, source_indices)
     return ds
 
+# %% ../nbs/06_data.ipynb #a55b5303
+@patch
+def cache_identity(self:FashionMNIST)->dict:
+    "What identifies the items, for the feature cache's key: every label and the image array"
+    return dict(labels=self.targets, images=self.images)
+
+# %% ../nbs/06_data.ipynb #7dcad56a
+def _normalize_only(transform, hw:tuple)->tuple: # `(mean, std)` of its `Normalize`, or None
+    "When `transform`, on grey PIL images of size `hw`, is `ToTensor` then `Normalize` (other steps identities)"
+    mean, tensor = None, False
+    for t in getattr(transform, 'transforms', [None]):
+        if isinstance(t, ConvertImage) and t.mode == 'L': continue
+        if isinstance(t, Resize) and t.max_size is None and t.size in (hw[0], [hw[0]], list(hw), hw) and hw[0] == hw[1]:
+            continue                                        # the shorter side already has the size: PIL returns a copy
+        if isinstance(t, CenterCrop) and tuple(t.size) == hw: continue
+        if isinstance(t, (ToTensor, MaybeToTensor)) and not tensor: tensor = True; continue
+        if isinstance(t, Normalize) and tensor and mean is None: mean, std = t.mean, t.std; continue
+        return None
+    return (torch.as_tensor(mean), torch.as_tensor(std)) if mean is not None else None
+
+# %% ../nbs/06_data.ipynb #6c32af6a
+@patch
+def batch_transform(self:FashionMNIST, transform, # what extraction applies to each PIL image
+                   )->callable: # `rows -> (images (B, 1, H, W), labels (B,))`, or None
+    "`transform` of many items at once, bit for bit as it does them one by one; None unless it only normalises"
+    if self.transform is not None or not self.grey_array_items: return None     # items are not just the arrays
+    if not (mean_std := _normalize_only(transform, tuple(self.images.shape[1:]))): return None
+    mean, std = mean_std
+    def batch(rows:torch.Tensor):
+        x = self.images[rows][:, None].float().div(255)                                   # (B, 1, H, W), as `ToTensor`
+        return x.sub_(mean.view(1, -1, 1, 1)).div_(std.view(1, -1, 1, 1)), self.targets[rows]   # as `Normalize`
+    return batch
+
+# %% ../nbs/06_data.ipynb #eb6cca9b
+def array_batches(dataset, # a dataset, or `Subset`s of one, that may offer `batch_transform(transform)`
+                  transform, # applied to each image
+                 )->callable: # `(a, b) -> (images, labels)` of items `a..b`, or None
+    "Items `a..b` of `dataset` transformed as one batch where it offers `batch_transform`, else None"
+    rows = None
+    while isinstance(dataset, Subset):
+        i = np.asarray(dataset.indices); rows = i if rows is None else i[rows]; dataset = dataset.dataset
+    f = getattr(dataset, 'batch_transform', None)
+    if not callable(f) or (batch := f(transform)) is None: return None
+    return lambda a, b: batch(torch.arange(a, b) if rows is None else torch.as_tensor(rows[a:b]))
+
 # %% ../nbs/06_data.ipynb #3054ebbd
 _luma = torch.tensor([0.299, 0.587, 0.114])
 
@@ -261,6 +309,7 @@ def image_folder(root:str|Path, # `root/<class>/<image>` (torchvision's `ImageFo
     from functools import partial
     class Folder(ImageFolder):
         def make_dataset(self, directory, class_to_idx, *args, **kwargs): return image_samples(directory, class_to_idx)
+        def cache_identity(self)->dict: return dict(labels=self.targets, files=self.samples)   # see `FashionMNIST`
     ds = Folder(root, transform=transform, loader=partial(load_image, channels=channels))
     ok = set(verify_images([p for p, _ in ds.samples], on_error))
     ds.samples = ds.imgs = [s for s in ds.samples if s[0] in ok]

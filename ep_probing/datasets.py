@@ -34,12 +34,16 @@ class Labelled(Dataset):
     def __getitem__(self, i):
         img = self.ds[i][0]
         return (to_channels(img, self.channels) if self.channels else img), int(self.targets[i])
+    def cache_identity(self)->dict: # the labels, and `ds` converted (`(channels, column)`, as keys have always had it)
+        "What identifies the items, for the feature cache's key: the labels, and the dataset converted"
+        return dict(labels=self.targets, of=self.ds, converted=repr((self.channels, None)))
 
 class Files(Dataset):
     "Items `(image,)` decoded from image files (named in the error when one is unreadable)"
     def __init__(self, files:list): self.files = list(files)
     def __len__(self): return len(self.files)
     def __getitem__(self, i): return (load_image(self.files[i]),)
+    def cache_identity(self)->dict: return dict(files=self.files)      # keyed by the files' paths, sizes and times
 
 # %% ../nbs/06a_datasets.ipynb #f04ede49
 def _files_only(cls, drop=()):
@@ -112,6 +116,7 @@ class Arrays(Dataset):
     def __init__(self, data:np.ndarray): self.data = data
     def __len__(self): return len(self.data)
     def __getitem__(self, i): return (Image.fromarray(self.data[i]),)
+    def cache_identity(self)->dict: return dict(images=self.data)      # keyed by the array's bytes
 
 _cifar_files = dict(cifar10=('cifar-10-batches-py', [f'data_batch_{i}' for i in range(1, 6)], ['test_batch'],
                              'batches.meta', 'labels', 'label_names'),
@@ -487,6 +492,7 @@ def hf_columns(ds, spec:HFSpec)->tuple:
                          "name the image column as hf:PATH:image_col:label_col")
     return img, lbl
 
+# %% ../nbs/06a_datasets.ipynb #3ded07f9
 class HFImages(Dataset):
     "Items `(PIL image,)` from column `col` of an `HFSplit`, decoded by `load_image` and named by file and row"
     def __init__(self, split:HFSplit, col:str):
@@ -498,6 +504,9 @@ class HFImages(Dataset):
         if b is not None: return (load_image(io.BytesIO(b), name=where),)
         if p and '://' not in p: return (load_image(p, name=f'{p} ({where})'),)   # a local file, never a download
         raise DataError(f"hf: no image at {where} ({self.col!r} is {v!r:.60}); remove the row or give it an image")
+    def cache_identity(self)->dict: # the Arrow dataset (keyed by its files) and the column, as `Labelled` says
+        "What identifies the items, for the feature cache's key: the Hugging Face dataset and the image column"
+        return dict(of=self.ds, converted=repr((None, self.col)))
 
 # %% ../nbs/06a_datasets.ipynb #e3bc419d
 def _hf_labels(split:HFSplit, col:str)->list:
@@ -525,6 +534,16 @@ def _hf_missing_image(split:HFSplit, col:str)->int:
         miss = pc.or_(miss, pc.and_(*parts) if len(parts) == 2 else parts[0])
     return pc.index(miss, True).as_py()
 
+# %% ../nbs/06a_datasets.ipynb #89f3b64a
+def _hf_labelled(split:HFSplit, img:str, ys:list, classes:list, channels)->Labelled:
+    "`split` as a `Labelled` of labels `ys`: every row must have an image, and the first must decode"
+    if (j := _hf_missing_image(split, img)) >= 0:
+        raise DataError(f"hf: no image at {split.where(j)} ({img!r} is empty there); "
+                        "remove the row or give it an image")
+    ds = Labelled(HFImages(split, img), ys, classes, channels)
+    ds[0]   # a corrupt first image fails here, not in the first batch
+    return ds
+
 # %% ../nbs/06a_datasets.ipynb #01bc4489
 def load_hf(spec:HFSpec, channels:int=None)->tuple:
     "The (train, test) `Labelled` splits of Hugging Face dataset `spec`; classes: `ClassLabel`'s, or the sorted labels"
@@ -549,23 +568,13 @@ def load_hf(spec:HFSpec, channels:int=None)->tuple:
         ys, classes = [[idx[v] for v in y] for y in ys], [str(v) for v in idx]
     return tuple(_hf_labelled(s, img, y, classes, channels) for s, y in zip((tr, te), ys))
 
-# %% ../nbs/06a_datasets.ipynb #89f3b64a
-def _hf_labelled(split:HFSplit, img:str, ys:list, classes:list, channels)->Labelled:
-    "`split` as a `Labelled` of labels `ys`: every row must have an image, and the first must decode"
-    if (j := _hf_missing_image(split, img)) >= 0:
-        raise DataError(f"hf: no image at {split.where(j)} ({img!r} is empty there); "
-                        "remove the row or give it an image")
-    ds = Labelled(HFImages(split, img), ys, classes, channels)
-    ds[0]   # a corrupt first image fails here, not in the first batch
-    return ds
-
 # %% ../nbs/06a_datasets.ipynb #02b7d7b9
 class NamedData(NamedTuple):
-    "The splits of a dataset named by `load_named`"
+    "The splits of a dataset, its class names and its name: what `load_named` and `load_data` return"
     train:Dataset # the train split, a Labelled
     test:Dataset # the test split, a Labelled
     classes:list # class names, indexed by label
-    name:str # the registry name, or `hf:<folder name>`
+    name:str # the registry name, `hf:<folder name>`, `folder:<path>` or a `data_names` name
 
 def _check_sizes(name:str, train, test):
     "Warn when `name`'s class count or split sizes differ from the official ones"
@@ -613,7 +622,7 @@ data_names = {
 # %% ../nbs/06a_datasets.ipynb #942a0e37
 def _load_folder(data:str, # `--data`: a folder holding train/<class>/* and test/<class>/* (or val/, valid/)
                  channels:int=None, # convert images to 1 or 3 channels
-                )->tuple: # (train, test, class names, name)
+                )->NamedData:
     "The train and test datasets of an image folder, or a `ValueError` saying what `--data` may be"
     root = Path(data).expanduser()
     if not root.is_dir():
@@ -627,20 +636,20 @@ def _load_folder(data:str, # `--data`: a folder holding train/<class>/* and test
     tr, te = image_folder(root/'train', channels=channels), image_folder(test_dir, channels=channels)
     if tr.classes != te.classes:
         raise ValueError(f"train classes {tr.classes} differ from {test_dir.name} classes {te.classes}")
-    return tr, te, list(tr.classes), f'folder:{root.resolve()}'
+    return NamedData(tr, te, list(tr.classes), f'folder:{root.resolve()}')
 
 # %% ../nbs/06a_datasets.ipynb #b9c628ed
 def load_data(data:str='fashion_mnist_sample', # `data_names`, `dataset_registry`, hf:PATH or a folder (train/, test/)
               data_path:str=None, # dataset folder (`dataset_registry`); Fashion-MNIST: its IDX files (searched first)
               channels:int=None, # convert images to 1 or 3 channels
-             )->tuple: # (train, test, class names, name)
-    "The train and test datasets of `data`"
+             )->NamedData: # `(train, test, classes, name)`, a `NamedTuple`
+    "The train and test datasets of `data`, their class names and the data's name"
     if data == 'fashion_mnist_sample':
         tr, te = fmnist_sample('train'), fmnist_sample('test')
-        return tr, te, list(tr.classes), data
+        return NamedData(tr, te, list(tr.classes), data)
     if data in ('fashion_mnist', 'fmnist'):
         tr, te = FashionMNIST('train', data_path), FashionMNIST('test', data_path)
-        return tr, te, list(tr.classes), 'fashion_mnist'
+        return NamedData(tr, te, list(tr.classes), 'fashion_mnist')
     # the paper's, by name
-    if data in dataset_registry or data.startswith('hf:'): return tuple(load_named(data, data_path, channels))
+    if data in dataset_registry or data.startswith('hf:'): return load_named(data, data_path, channels)
     return _load_folder(data, channels)

@@ -3,7 +3,7 @@ import hashlib, os, re, shutil, signal, subprocess, sys, time, warnings, importl
 from pathlib import Path
 import numpy as np, pytest, torch, timm
 from PIL import Image
-from ep_probing import cache
+from ep_probing import cache, shards
 from ep_probing.cache import extract_features, FeatureCache, is_complete, cache_key, read_shard, damaged_shards
 from ep_probing.encoders import create_encoder
 
@@ -157,7 +157,7 @@ def fresh(tmp_path, n=24):
 
 def new_process():
     "What a new process starts from: no shard checked in full yet (this one has checked, or written, the test's shards)"
-    cache._verified.clear()
+    shards._verified.clear()
 
 def inodes(d): return {p.relative_to(d): p.stat().st_ino for p in d.glob('shard_*/*')}
 
@@ -263,8 +263,8 @@ def test_damage_found_on_resume(tmp_path, damage):
     for a, b in zip(arrays(healed), arrays(fresh(tmp_path))): np.testing.assert_array_equal(a, b)
 
 def test_checked_once_per_process(tmp_path, monkeypatch):
-    scans, real = [], cache._scan
-    monkeypatch.setattr(cache, '_scan', lambda p: scans.append(Path(p)) or real(p))
+    scans, real = [], shards._scan
+    monkeypatch.setattr(shards, '_scan', lambda p: scans.append(Path(p)) or real(p))
     fc = extract(tmp_path)
     assert scans == []                                              # just written: hashed on the way to disk, not read back
     FeatureCache(fc.path); extract(tmp_path); assert scans == []
@@ -283,9 +283,9 @@ def test_scan_counts_nonfinite_across_blocks(tmp_path):
     i = (1 << 23) - 64                                              # the first value of the second block
     a[[0, i - 1, i, len(a) - 1]] = [np.nan, np.inf, -np.inf, np.nan]; a[5] = 65504
     np.save(f := tmp_path/'a.npy', a)
-    assert cache._scan(f) == (hashlib.sha256(f.read_bytes()).hexdigest(), (len(a),), 4)
+    assert shards._scan(f) == (hashlib.sha256(f.read_bytes()).hexdigest(), (len(a),), 4)
     np.save(g := tmp_path/'l.npy', np.full(3, -1, np.int64))
-    assert cache._scan(g)[1:] == ((3,), 0)
+    assert shards._scan(g)[1:] == ((3,), 0)
 
 class Scaled:
     "`SlowImages` with item `i` multiplied by `factor`"

@@ -180,3 +180,20 @@ def test_hf_missing(tmp_path):
 def test_hf_needs_datasets(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, 'datasets', None)   # `import datasets` now fails
     with pytest.raises(ImportError, match='pip install datasets'): load_named(f'hf:{tmp_path}')
+
+def test_load_data_is_named(tmp_path):
+    "`load_data` returns a `NamedData` for every kind of data: read by name, or unpacked as the 4-tuple it was"
+    from ep_probing.datasets import NamedData, load_data
+    folder = tmp_path/'folder'
+    for split in ('train', 'test'):
+        for c in ('a', 'b'):
+            (folder/split/c).mkdir(parents=True); Image.new('RGB', (8, 8), (9, 9, 9)).save(folder/split/c/'0.png')
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        loaded = [load_data(), load_data('cifar10', make_tiny('cifar10', tmp_path/'c')),
+                  load_data(f"hf:{make_tiny_hf(tmp_path/'hf')}"), load_data(str(folder))]
+    for d in loaded:
+        assert isinstance(d, NamedData), type(d)
+        tr, te, classes, name = d
+        assert (d.train, d.test, d.classes, d.name) == (tr, te, classes, name) and isinstance(classes, list)
+    assert [d.name for d in loaded] == ['fashion_mnist_sample', 'cifar10', 'hf:hf', f'folder:{folder.resolve()}']

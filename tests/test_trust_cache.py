@@ -114,9 +114,9 @@ def test_disk_full_while_writing_says_choose_another(tmp_path, monkeypatch, caps
 
 def test_disk_full_on_the_small_files_says_choose_another(tmp_path, monkeypatch, capsys):
     import errno
-    from ep_probing import cache
+    from ep_probing import shards
     def full(*a, **kw): raise OSError(errno.ENOSPC, 'No space left on device')
-    monkeypatch.setattr(cache, 'write_json', full)                  # meta.json, written before the shards
+    monkeypatch.setattr(shards, 'write_json', full)                 # meta.json, written before the shards
     code, out, err = run_cli(monkeypatch, capsys, [*TINY, '--out', tmp_path/'o', '--cache_dir', tmp_path/'c'])
     one_line_error(code, err, 'the disk filled up while writing')
     assert err.rstrip().endswith(f'or {ANOTHER}')

@@ -4,7 +4,7 @@ tokens. Usage: ep_probe --out A --cache_dir ROOT   (the fp16 cache of the defaul
        python nbs/data/scripts/ep_probe/int8_cache.py ROOT ROOT8 && ep_probe --out B --cache_dir ROOT8"""
 import json, shutil, sys, numpy as np
 from pathlib import Path
-from ep_probing.cache import read_shard, write_shard, _write_manifest
+from ep_probing.shards import read_shard, write_shard, write_manifest
 src, dst = Path(sys.argv[1]), Path(sys.argv[2])
 shutil.rmtree(dst, ignore_errors=True); shutil.copytree(src, dst)
 err = []
@@ -20,5 +20,5 @@ for d in dst.iterdir():
             err.append(np.abs(y.astype(np.float32) - x).max() / np.abs(x).max())
             a[k] = y
         shutil.rmtree(d/s); write_shard(d/s, **a)
-    _write_manifest(d, m['key'], m['n'], len(m['shards']))
+    write_manifest(d, m['key'], m['n'], len(m['shards']))
 print(f"max relative error (to each array's max |x|): {max(err):.4f}")
