@@ -65,7 +65,7 @@ run_flags = dict(epochs=lambda v: check_count(v, 'epochs', 1), bs=lambda v: chec
                  valid_pct=lambda v: check_fraction(v, 'valid_pct'), blr=lambda v: check_lr(v, '--blr'),
                  lr=lambda v: check_lr(v, '--lr'), accum_bs=lambda v: check_count(v, 'accum_bs', 1),
                  halving=check_halving,
-                 precision=lambda v: v in precisions or _bad(f"--precision {v}: use {', '.join(precisions)}"))
+                 precision=lambda v: v in precisions or _bad(f"--precision {v!r}: use {', '.join(precisions)}"))
 
 def _bad(msg): raise ValueError(msg)
 

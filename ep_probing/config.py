@@ -31,6 +31,13 @@ def parse_blrs(blrs, # 'default', 'none' or None, '1e-3,1e-2' (or '1e-3|1e-2'), 
         raise ValueError(f"{spell('blrs', blrs)} has {len(vals)} values; at most {max_grid} per probe are trained")
     return tuple(check_lr(v, spell('blrs', blrs)) for v in vals)
 
+# %% ../nbs/08a_config.ipynb #4d68019f
+precisions = ('auto', 'bf16', 'fp16', 'none')      # the one precision vocabulary of every command and function
+_norms = {'auto': None, 'on': True, 'off': False, None: None, True: True, False: False}
+
+def _set(cfg, **kw):
+    for k, v in kw.items(): object.__setattr__(cfg, k, v)            # a frozen dataclass, while it is being made
+
 # %% ../nbs/08a_config.ipynb #6e1201eb
 @dataclass(frozen=True)
 class RunConfig:
@@ -64,13 +71,6 @@ class RunConfig:
     knn:bool=False # also run the k-NN sweep on the cached [CLS] / mean tokens
     where:ClassVar[tuple] = ('out', 'resume', 'cache_dir', 'device', 'workers', 'knn')   # not part of the result
     def __post_init__(self): self.check()
-
-# %% ../nbs/08a_config.ipynb #4d68019f
-precisions = ('auto', 'bf16', 'fp16', 'none')      # the one precision vocabulary of every command and function
-_norms = {'auto': None, 'on': True, 'off': False, None: None, True: True, False: False}
-
-def _set(cfg, **kw):
-    for k, v in kw.items(): object.__setattr__(cfg, k, v)            # a frozen dataclass, while it is being made
 
 # %% ../nbs/08a_config.ipynb #394dc005
 def _one_of(name:str, v, ok:tuple):

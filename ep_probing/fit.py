@@ -305,33 +305,6 @@ def evaluate_probes(model:ProbeSet, dl, # a ProbeSet and a DataLoader of its inp
         for l in res: res[l]['correct'] = torch.cat(hits[l]).numpy()
     return res
 
-# %% ../nbs/09a_fit.ipynb #6e15cb68
-@dataclass
-class ProbeFit:
-    "What `fit_probes` returns: the `Learner` (best heads loaded) and the tables of its heads and probes"
-    learn:Learner # its model is the ProbeSet (`.specs`: each head's resolved spec)
-    heads:'pd.DataFrame' # one row per head (grid point)
-    results:'pd.DataFrame' # one row per probe: its chosen grid point (select_heads)
-    grid:'pd.DataFrame' # every head's validation top-1 per epoch
-    precision:str # what the heads trained in: 'bf16', 'fp16' or 'none'
-    @property
-    def model(self): return unwrap(self.learn.model)
-    @property
-    def specs(self)->dict: return self.model.specs
-    @property
-    def lrs(self)->np.ndarray: return np.array([s.peak_lr for s in self.specs.values()])
-
-# %% ../nbs/09a_fit.ipynb #7e5248f1
-def _results(learn, bh, t_fit, epochs_run):
-    import pandas as pd
-    m = unwrap(learn.model)
-    rows = [dict(probe=s.label, name=s.name, group=s.group or s.label, layer=s.layer, params=n_params(m.probes[k]),
-                 lr=float(s.peak_lr), blr=float(s.base_lr), top1=bh.best.get(k, {}).get('top1'),
-                 top5=bh.best.get(k, {}).get('top5'), best_epoch=bh.best.get(k, {}).get('epoch'),
-                 train_s=t_fit, s_per_epoch=t_fit / max(epochs_run, 1), **{f'opt_{o}': v for o, v in s.options})
-            for k, s in m.specs.items()]
-    return pd.DataFrame(rows).set_index('probe')
-
 # %% ../nbs/09a_fit.ipynb #27a3220a
 def _check_fit(dls, # the `DataLoaders` to fit on
                epochs:int, # training epochs
@@ -357,6 +330,79 @@ def _fit_callbacks(dls, # the `DataLoaders` to fit on
     if (n_acc := accum_bs) and n_acc > dls.train.bs * max(num_distrib(), 1):
         cbs.append(GradientAccumulation(n_acc // max(num_distrib(), 1)))      # fastai's: counts this rank's images
     return cbs
+
+# %% ../nbs/09a_fit.ipynb #de382ed0
+def _run_record(learn, cfg:RunConfig, record:dict=None, **kw)->dict:
+    "What shapes a run's result: `cfg.record()`, the caller's `record`, the probes and learning rates, sizes and `kw`"
+    specs = learn.model.specs.values()
+    o = dict(probes=[s.text for s in specs], lrs=[float(s.peak_lr) for s in specs], bs=learn.dls.train.bs,
+             n_train=len(learn.dls.train_ds), n_valid=len(learn.dls.valid_ds), **kw)
+    return json.loads(json.dumps({**o, **cfg.record(), **(record or {})}, default=str))   # the caller's words last
+
+def _start(learn, folder:RunFolder, cbs:list, opts:dict)->tuple:
+    "Resume from the folder's checkpoint (same record only) or start afresh; add checkpoint and log callbacks"
+    if folder is None: return 0, 0.
+    saver, start, t_before = Checkpoint(folder.ckpt, part='probes'), 0, 0.   # it also carries the log's smoothed loss
+    state = read_checkpoint(folder.ckpt) if folder.resume and folder.ckpt.exists() else None   # nothing in it runs
+    if folder.begin(opts): start, t_before = load_checkpoint(learn, state, [*cbs, saver], part='probes')
+    if folder.writer: cbs += [saver, AppendCSVLogger(folder.work/'log.csv', keep=start)]
+    return start, t_before
+
+# %% ../nbs/09a_fit.ipynb #11341a61
+def _results(learn, bh, t_fit, epochs_run):
+    import pandas as pd
+    m = unwrap(learn.model)
+    rows = [dict(probe=s.label, name=s.name, group=s.group or s.label, layer=s.layer, params=n_params(m.probes[k]),
+                 lr=float(s.peak_lr), blr=float(s.base_lr), top1=bh.best.get(k, {}).get('top1'),
+                 top5=bh.best.get(k, {}).get('top5'), best_epoch=bh.best.get(k, {}).get('epoch'),
+                 train_s=t_fit, s_per_epoch=t_fit / max(epochs_run, 1), **{f'opt_{o}': v for o, v in s.options})
+            for k, s in m.specs.items()]
+    return pd.DataFrame(rows).set_index('probe')
+
+def _grid_curves(specs:dict, bh)->'pd.DataFrame':
+    "Every head's validation top-1 per epoch, long format"
+    import pandas as pd
+    return pd.DataFrame([dict(probe=s.group or s.label, head=s.label, **{o: v for o, v in s.options},
+                              epoch=e, val_top1=t)
+                         for k, s in specs.items() for e, t in enumerate(bh.history.get(k, []))])
+
+# %% ../nbs/09a_fit.ipynb #6e15cb68
+@dataclass
+class ProbeFit:
+    "What `fit_probes` returns: the `Learner` (best heads loaded) and the tables of its heads and probes"
+    learn:Learner # its model is the ProbeSet (`.specs`: each head's resolved spec)
+    heads:'pd.DataFrame' # one row per head (grid point)
+    results:'pd.DataFrame' # one row per probe: its chosen grid point (select_heads)
+    grid:'pd.DataFrame' # every head's validation top-1 per epoch
+    precision:str # what the heads trained in: 'bf16', 'fp16' or 'none'
+    @property
+    def model(self): return unwrap(self.learn.model)
+    @property
+    def specs(self)->dict: return self.model.specs
+    @property
+    def lrs(self)->np.ndarray: return np.array([s.peak_lr for s in self.specs.values()])
+
+# %% ../nbs/09a_fit.ipynb #eade09e3
+def _run(learn, cfg:RunConfig, cbs, start:int, t_before:float, folder:RunFolder, progress:bool, test_dl=None,
+         finish=None)->ProbeFit:
+    "Fit from epoch `start`, test the best heads, choose each probe's head, and publish into `folder`"
+    for c in cbs:
+        if isinstance(c, Checkpoint): c.t_before = t_before
+    t0 = time.perf_counter()
+    precision = fit_learner(learn, cfg.epochs, cbs, start, cfg.head_precision, progress, device=cfg.torch_device)
+    bh, specs = next(c for c in cbs if isinstance(c, BestHeads)), unwrap(learn.model).specs
+    heads = _results(learn, bh, t_before + time.perf_counter() - t0, cfg.epochs)
+    if test_dl is not None:                        # each head's test top-1/5, and which test images it gets right
+        for k, v in evaluate_probes(learn.model, test_dl, precision=precision, per_image=True).items():
+            l = specs[k].label
+            heads.loc[l, ['test_top1', 'test_top5', 'n_test']] = v['top1'], v['top5'], len(v['correct'])
+            heads.loc[l, 'test_correct'] = pack_correct(v['correct'])     # paired comparisons later: `ep_compare`
+        heads['n_test'] = heads.n_test.astype('Int64')                # none for a head `HalveGrid` dropped
+    fit = ProbeFit(learn, heads, select_heads(heads, warn=rank_distrib() == 0), _grid_curves(specs, bh), precision)
+    if folder is not None and folder.writer:
+        if finish is not None: finish(fit, folder.work)
+        folder.publish(fit.specs, fit.results, fit.heads, fit.grid)
+    return fit
 
 # %% ../nbs/09a_fit.ipynb #e0f41ee0
 def fit_probes(dls, specs:list, num_classes:int, dim:int,
@@ -384,50 +430,3 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
     with (folder.hold() if folder is not None and rank0 else contextlib.nullcontext()):
         start, t_before = _start(learn, folder, cbs, opts)
         return _run(learn, cfg, cbs, start, t_before, folder, progress, test_dl, finish)
-
-# %% ../nbs/09a_fit.ipynb #de382ed0
-def _run_record(learn, cfg:RunConfig, record:dict=None, **kw)->dict:
-    "What shapes a run's result: `cfg.record()`, the caller's `record`, the probes and learning rates, sizes and `kw`"
-    specs = learn.model.specs.values()
-    o = dict(probes=[s.text for s in specs], lrs=[float(s.peak_lr) for s in specs], bs=learn.dls.train.bs,
-             n_train=len(learn.dls.train_ds), n_valid=len(learn.dls.valid_ds), **kw)
-    return json.loads(json.dumps({**o, **cfg.record(), **(record or {})}, default=str))   # the caller's words last
-
-def _start(learn, folder:RunFolder, cbs:list, opts:dict)->tuple:
-    "Resume from the folder's checkpoint (same record only) or start afresh; add checkpoint and log callbacks"
-    if folder is None: return 0, 0.
-    saver, start, t_before = Checkpoint(folder.ckpt, part='probes'), 0, 0.   # it also carries the log's smoothed loss
-    state = read_checkpoint(folder.ckpt) if folder.resume and folder.ckpt.exists() else None   # nothing in it runs
-    if folder.begin(opts): start, t_before = load_checkpoint(learn, state, [*cbs, saver], part='probes')
-    if folder.writer: cbs += [saver, AppendCSVLogger(folder.work/'log.csv', keep=start)]
-    return start, t_before
-
-# %% ../nbs/09a_fit.ipynb #d855702e
-def _grid_curves(specs:dict, bh)->'pd.DataFrame':
-    "Every head's validation top-1 per epoch, long format"
-    import pandas as pd
-    return pd.DataFrame([dict(probe=s.group or s.label, head=s.label, **{o: v for o, v in s.options},
-                              epoch=e, val_top1=t)
-                         for k, s in specs.items() for e, t in enumerate(bh.history.get(k, []))])
-
-# %% ../nbs/09a_fit.ipynb #eade09e3
-def _run(learn, cfg:RunConfig, cbs, start:int, t_before:float, folder:RunFolder, progress:bool, test_dl=None,
-         finish=None)->ProbeFit:
-    "Fit from epoch `start`, test the best heads, choose each probe's head, and publish into `folder`"
-    for c in cbs:
-        if isinstance(c, Checkpoint): c.t_before = t_before
-    t0 = time.perf_counter()
-    precision = fit_learner(learn, cfg.epochs, cbs, start, cfg.head_precision, progress, device=cfg.torch_device)
-    bh, specs = next(c for c in cbs if isinstance(c, BestHeads)), unwrap(learn.model).specs
-    heads = _results(learn, bh, t_before + time.perf_counter() - t0, cfg.epochs)
-    if test_dl is not None:                        # each head's test top-1/5, and which test images it gets right
-        for k, v in evaluate_probes(learn.model, test_dl, precision=precision, per_image=True).items():
-            l = specs[k].label
-            heads.loc[l, ['test_top1', 'test_top5', 'n_test']] = v['top1'], v['top5'], len(v['correct'])
-            heads.loc[l, 'test_correct'] = pack_correct(v['correct'])     # paired comparisons later: `ep_compare`
-        heads['n_test'] = heads.n_test.astype('Int64')                # none for a head `HalveGrid` dropped
-    fit = ProbeFit(learn, heads, select_heads(heads, warn=rank_distrib() == 0), _grid_curves(specs, bh), precision)
-    if folder is not None and folder.writer:
-        if finish is not None: finish(fit, folder.work)
-        folder.publish(fit.specs, fit.results, fit.heads, fit.grid)
-    return fit

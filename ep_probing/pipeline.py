@@ -21,18 +21,6 @@ from .knn import knn_eval, knn_best
 from .stats import vs_best
 from .cli import ep_probe  # noqa: F401 (the command lives with the console scripts; documented here)
 
-# %% ../nbs/11_pipeline.ipynb #215ba38b
-def _write_meta(learn, folder, p, cfg:RunConfig):
-    "Write `attention.png` (`viz.save_run_attention`) and `meta.json` (encoder, weights, data, split sizes, options)"
-    from ep_probing.viz import save_run_attention                  # matplotlib loads only when a run ends
-    save_run_attention(learn, p, folder)
-    ids = [int(i) for i in p.test_ds.indices] if isinstance(p.test_ds, Subset) else 'all'
-    # runs compare image by image when equal
-    test_id = hashlib.sha256(json.dumps([p.name, ids]).encode()).hexdigest()[:16]
-    rec = dict(p.meta, n_train=len(p.tr_idx), n_valid=len(p.va_idx), n_test=len(p.test_dl.dataset), test_id=test_id,
-               **{k: v for k, v in cfg.record().items() if k not in p.meta})
-    write_json(Path(folder)/'meta.json', rec, default=str)
-
 # %% ../nbs/11_pipeline.ipynb #f6b98818
 @dataclass
 class ProbeRun:
@@ -48,18 +36,6 @@ class ProbeRun:
     heads = property(lambda self: self.fit.heads, doc="one row per head")
     results = property(lambda self: self.fit.results, doc="one row per probe")
     grid = property(lambda self: self.fit.grid, doc="every head's validation curve")
-
-# %% ../nbs/11_pipeline.ipynb #9b279c05
-def _knn(p:Prepared, knn:bool, out)->dict:
-    "k-NN sweeps on the run's cached tokens (written to `out/knn.json`), when asked for"
-    if not knn: return None
-    if p.stream:
-        warnings.warn(f"{spell('knn', True)} needs cached tokens; it is skipped with {spell('stream', True)}")
-        return None
-    res = knn_eval(p.train_cache, p.test_cache, p.train_rows, layer=p.layers[-1])
-    if out is not None:
-        write_json(Path(out)/'knn.json', knn_best(res))
-    return res
 
 # %% ../nbs/11_pipeline.ipynb #6a897677
 def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.Module`
@@ -87,7 +63,32 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
         fit = fit_probes(dls, specs, len(p.classes), p.dim, cfg, out=folder, progress=progress, meta=p.meta,
                          test_dl=p.test_dl, encoder=p.enc if p.stream else None, layer_order=p.layers, depth=p.depth,
                          heads=heads, record=record, finish=partial(_write_meta, p=p, cfg=cfg))
-        return ProbeRun(fit, p, p.meta, dict(total_s=time.perf_counter() - t0), _knn(p, cfg.knn, cfg.out))
+        knn = _knn(p, True, cfg.out) if cfg.knn else None                 # the k-NN sweeps, when asked for
+        return ProbeRun(fit, p, p.meta, dict(total_s=time.perf_counter() - t0), knn)
+
+# %% ../nbs/11_pipeline.ipynb #215ba38b
+def _write_meta(learn, folder, p, cfg:RunConfig):
+    "Write `attention.png` (`viz.save_run_attention`) and `meta.json` (encoder, weights, data, split sizes, options)"
+    from ep_probing.viz import save_run_attention                  # matplotlib loads only when a run ends
+    save_run_attention(learn, p, folder)
+    ids = [int(i) for i in p.test_ds.indices] if isinstance(p.test_ds, Subset) else 'all'
+    # runs compare image by image when equal
+    test_id = hashlib.sha256(json.dumps([p.name, ids]).encode()).hexdigest()[:16]
+    rec = dict(p.meta, n_train=len(p.tr_idx), n_valid=len(p.va_idx), n_test=len(p.test_dl.dataset), test_id=test_id,
+               **{k: v for k, v in cfg.record().items() if k not in p.meta})
+    write_json(Path(folder)/'meta.json', rec, default=str)
+
+# %% ../nbs/11_pipeline.ipynb #9b279c05
+def _knn(p:Prepared, knn:bool, out)->dict:
+    "k-NN sweeps on the run's cached tokens (written to `out/knn.json`), when asked for"
+    if not knn: return None
+    if p.stream:
+        warnings.warn(f"{spell('knn', True)} needs cached tokens; it is skipped with {spell('stream', True)}")
+        return None
+    res = knn_eval(p.train_cache, p.test_cache, p.train_rows, layer=p.layers[-1])
+    if out is not None:
+        write_json(Path(out)/'knn.json', knn_best(res))
+    return res
 
 # %% ../nbs/11_pipeline.ipynb #1971a80a
 def results_table(learn)->str:
