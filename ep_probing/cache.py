@@ -21,6 +21,7 @@ from fastcore.basics import patch
 from fastprogress.fastprogress import progress_bar
 from .encoders import FrozenEncoder
 from .core import interactive, spell
+from .config import barrier, group_ranks
 from .data import array_batches
 from . import shards
 from .shards import (shard_arrays, another_folder, npy_header, mark_checked, read_manifest, cache_damage,
@@ -332,21 +333,27 @@ def _fill_cache(encoder, dataset, transform, # as extract_features has them
                 d:Path, # the cache's folder, `root/key`
                 key:str, info:dict, # from cache_key
                 shard_size:int, batch_size:int, num_workers:int, progress:bool, # as extract_features has them
+                rank:int=0, world:int=1, # under DDP: this process extracts shards `i % world == rank`
                ):
     "Extract the shards of `d` still to do, write its `meta.json` and then its manifest; report the work done"
     _check_writable(d)
     n, shapes = len(dataset), _token_shapes(encoder, dataset, transform)
-    shards = [(s, min(s + shard_size, n)) for s in range(0, n, shard_size)]
-    todo, bad = shards_to_do(d, shards, shapes)
-    m, nbytes, size = _cache_size(n, shapes, todo, len(shards))
-    bar, free = progress and interactive(), _free_space(d)
+    shards = [(s, min(s + shard_size, n)) for s in range(0, n, shard_size)]; mine = len(shards[rank::world])
+    todo, bad = shards_to_do(d, shards, shapes, rank, world)
+    (m, nbytes, size), bar, free = _cache_size(n, shapes, todo, mine), progress and interactive(), _free_space(d)
     if progress and m: print(f"caching {_describe(n, shapes)}: {size} in {d} ({human_bytes(free)} free)", flush=True)
     check_free_space(d, nbytes + (1 << 20), shapes['patch'][0], free)
     meta = dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()}, layers=list(encoder.layers))
-    with on_full_disk(d): start_cache(d, bad, meta)
+    with on_full_disk(d):
+        if rank == 0: start_cache(d, bad, meta)                # temporary files cleaned before any rank writes
+        barrier()
+        if rank and bad: heal(d, bad)
     t0 = time.perf_counter()
     _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, num_workers, bar)
-    with on_full_disk(d): write_manifest(d, key, n, len(shards))
+    barrier()                                                  # every rank's shards are written
+    with on_full_disk(d):
+        if rank == 0: write_manifest(d, key, n, len(shards))
+    barrier()
     secs = time.perf_counter() - t0
     done = (f"extracted {_describe(m, shapes)} in {secs:.1f} s ({m / max(secs, 1e-6):,.0f} img/s)" if m
             else "nothing to extract")
@@ -503,10 +510,11 @@ def extract_features(encoder:FrozenEncoder, # the frozen encoder
     key, info = cache_key(encoder, dataset, transform, name, shard_size)
     # view: the shapes `encoder.forward` gives
     d, view = Path(root)/key, encoder.layers[0] if isinstance(encoder.layer_arg, int) else None
-    if is_complete(d):
-        if not (bad := cache_damage(d)): return FeatureCache(d, view)            # checked in full once per process
-        heal(d, bad)
-    _fill_cache(encoder, dataset, transform, d, key, info, shard_size, batch_size, num_workers, progress)
+    r, w = group_ranks()                                       # under DDP: rank 0 checks, each rank extracts a part
+    if r == 0 and is_complete(d) and (bad := cache_damage(d)): heal(d, bad)     # checked in full once per process
+    barrier()
+    if not is_complete(d):
+        _fill_cache(encoder, dataset, transform, d, key, info, shard_size, batch_size, num_workers, progress, r, w)
     return FeatureCache(d, view)
 
 # %% ../nbs/07_cache.ipynb #e302e5c5

@@ -54,7 +54,8 @@ def ep_probe(encoder:str='mae_fmnist', # mae_fmnist, efficientnet_lite0_imagenet
             from ep_probing.backbones import backbone_table; return _print_table(backbone_table())
         cfg = run_config(recipe, fp32, pretrained=not random_init, **kwargs)   # every option checked, no torch yet
         from ep_probing.pipeline import run_probing, report
-        print(report(run_probing(encoder, data, probes, cfg), cfg, recipe))
+        run = run_probing(encoder, data, probes, cfg)
+        if cfg.writer: print(report(run, cfg, recipe))           # under torchrun: rank 0 prints what it wrote
 
 # %% ../nbs/15_cli.ipynb #f42d3dcf
 # the simple flags of `ep_probe`

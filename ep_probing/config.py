@@ -4,11 +4,13 @@
 
 # %% auto #0
 __all__ = ['max_grid', 'precisions', 'paper_recipe', 'parse_blrs', 'RunConfig', 'resolve_device', 'native_bf16',
-           'resolve_precision', 'precision_dtype', 'config_options']
+           'resolve_precision', 'precision_dtype', 'world_size', 'rank', 'local_rank', 'init_distributed',
+           'group_ranks', 'barrier', 'broadcast_object', 'config_options']
 
 # %% ../nbs/08a_config.ipynb #e27137c5
 # torch is imported where it is used: a command builds and checks its RunConfig before the heavy libraries load
-import re
+import os, re
+from datetime import timedelta
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 from fastcore.basics import patch
@@ -154,7 +156,9 @@ def precision_dtype(precision:str):
 @patch(as_prop=True)
 def torch_device(self:RunConfig)->str:
     "The device the whole run computes on: `device`, or CUDA when present (`resolve_device`), decided once"
-    if '_torch_device' not in self.__dict__: self.__dict__['_torch_device'] = resolve_device(self.device)
+    if '_torch_device' not in self.__dict__:
+        d = resolve_device(self.device)                           # under torchrun: this process's own GPU
+        self.__dict__['_torch_device'] = f'cuda:{local_rank()}' if d == 'cuda' and world_size() > 1 else d
     return self.__dict__['_torch_device']
 
 @patch(as_prop=True)
@@ -166,6 +170,65 @@ def extract_precision(self:RunConfig)->str:
 def head_precision(self:RunConfig)->str:
     "What the heads train in: 'bf16', 'fp16' or 'none'"
     return resolve_precision(self.precision, self.torch_device)
+
+# %% ../nbs/08a_config.ipynb #090ba48b
+def _env_int(k:str, default:int)->int:
+    try: return int(os.environ.get(k, default))
+    except ValueError: return default
+
+def world_size()->int:
+    "Processes in the run: torchrun's `WORLD_SIZE`, else 1"
+    return max(_env_int('WORLD_SIZE', 1), 1)
+
+def rank()->int:
+    "This process's rank in the run: torchrun's `RANK`, else 0"
+    return _env_int('RANK', 0)
+
+def local_rank()->int:
+    "This process's rank on its node (its GPU): torchrun's `LOCAL_RANK`, else 0"
+    return _env_int('LOCAL_RANK', 0)
+
+RunConfig.rank = property(lambda self: rank(), doc="this process's rank (torchrun's `RANK`, else 0)")
+RunConfig.world_size = property(lambda self: world_size(), doc="processes in the run (torchrun's `WORLD_SIZE`)")
+RunConfig.writer = property(lambda self: rank() == 0, doc="does this process write `out` (rank 0 alone)?")
+
+
+# %% ../nbs/08a_config.ipynb #135dba1e
+def init_distributed(device:str, # the run's device, as `RunConfig.torch_device` resolved it
+                    )->bool: # True when several processes run
+    "Under torchrun, join the process group once: nccl on CUDA (this process's GPU), gloo on the CPU"
+    if world_size() < 2: return False
+    import torch, torch.distributed as dist
+    if not dist.is_initialized():
+        if str(device).startswith('cuda'): torch.cuda.set_device(device)
+        # long: ranks wait at barriers while rank 0 checks a large cache or the others finish their shards
+        dist.init_process_group('nccl' if str(device).startswith('cuda') else 'gloo', timeout=timedelta(hours=6))
+    return True
+
+
+# %% ../nbs/08a_config.ipynb #873a2d1e
+def _group()->bool:
+    import torch.distributed as dist
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+def group_ranks()->tuple:
+    "`(rank, world size)` in the joined process group; `(0, 1)` without one"
+    if not _group(): return 0, 1
+    import torch.distributed as dist; return dist.get_rank(), dist.get_world_size()
+
+def barrier():
+    "Wait until every process of the run gets here (one process: return at once)"
+    if _group():
+        import torch.distributed as dist; dist.barrier()
+
+def broadcast_object(o=None, # rank 0's object (plain values and tensors); ignored on the other ranks
+                    ):
+    "Rank 0's `o` on every rank (one process: `o`)"
+    if not _group(): return o
+    import torch.distributed as dist
+    box = [o]; dist.broadcast_object_list(box, src=0)
+    return box[0]
+
 
 # %% ../nbs/08a_config.ipynb #1f57b64f
 def config_options(cls=RunConfig, # a dataclass

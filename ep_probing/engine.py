@@ -4,12 +4,13 @@
 
 # %% auto #0
 __all__ = ['lars_scale', 'Lars', 'warmup_cosine', 'SeedEpoch', 'unwrap', 'Checkpoint', 'read_checkpoint', 'load_checkpoint',
-           'AppendCSVLogger', 'ProbeDistributedTrainer', 'EpochLine', 'CPUAutocast', 'fit_learner']
+           'AppendCSVLogger', 'rank_batches', 'GroupBatchNorm', 'group_batchnorm', 'ProbeDistributedTrainer',
+           'EpochLine', 'CPUAutocast', 'fit_learner']
 
 # %% ../nbs/07a_engine.ipynb #c1c9c21d
 import os, random, time
 from pathlib import Path
-import numpy as np, torch
+import numpy as np, torch, torch.nn as nn
 from fastcore.basics import patch
 from fastcore.foundation import L
 from fastai.optimizer import Optimizer, average_grad, momentum_step
@@ -19,9 +20,9 @@ from fastai.callback.progress import CSVLogger, ProgressCallback
 from fastai.learner import Learner
 import fastai.distributed  # noqa: F401 (the import adds Learner.distrib_ctx: DDP through accelerate)
 from fastai.distributed import DistributedDL, DistributedTrainer
-from fastai.torch_core import rank_distrib, num_distrib, to_float
+from fastai.torch_core import rank_distrib, to_float
 from .core import atomic_write, interactive, Interrupted, spell
-from .config import resolve_precision
+from .config import resolve_precision, init_distributed
 
 # %% ../nbs/07a_engine.ipynb #f8f69adb
 def lars_scale(p, trust_coeff=0.001, wd=0., **kwargs):
@@ -55,7 +56,9 @@ class SeedEpoch(Callback):
     def __init__(self, seed:int=0): self.seed = seed
     def before_epoch(self):
         torch.manual_seed(self.seed + self.epoch)
-        self.dls.train.rng = random.Random(self.seed + self.epoch)
+        dl = self.dls.train                                  # under DDP: a `DistributedDL`; its `dl` shuffles
+        for d in {id(dl): dl, id(getattr(dl, 'dl', dl)): getattr(dl, 'dl', dl)}.values():
+            d.rng = random.Random(self.seed + self.epoch)
 
 def unwrap(m):
     "The model inside a `DistributedDataParallel` wrapper, else `m` itself"
@@ -161,17 +164,77 @@ class AppendCSVLogger(CSVLogger):
         else: super().before_fit()
 
 # %% ../nbs/07a_engine.ipynb #0c85afbe
+def rank_batches(idxs:list, # the epoch's indices, in the order one process would batch them
+                 bs:int, world:int, rank:int, # the batch of one process, the processes, this one's rank
+                 drop_last:bool=False, # drop the last global batch when it is short
+                )->list: # this rank's indices: its `bs` of each global batch of `bs * world`
+    "Split each global batch of `idxs` across the ranks, so that the ranks together step on one process's batches"
+    B, full = bs * world, len(idxs) // (bs * world) * (bs * world)
+    mine = [i for j in range(0, full, B) for i in idxs[j + rank * bs:j + (rank + 1) * bs]]
+    if rest := ([] if drop_last else list(idxs[full:])):          # the short last batch: equal parts, padded
+        m = -(-len(rest) // world) * world; rest = (rest * world)[:m]
+        mine += rest[rank * m // world:(rank + 1) * m // world]
+    return mine
+
+
+# %% ../nbs/07a_engine.ipynb #e06244f4
+class GroupBatchNorm(nn.BatchNorm1d):
+    "`BatchNorm1d` whose training statistics of `(B, C)` inputs are those of the whole batch over every rank"
+    def forward(self, x):
+        import torch.distributed as dist, torch.distributed.nn as dnn
+        if not (self.training and x.ndim == 2 and dist.is_initialized() and dist.get_world_size() > 1):
+            return super().forward(x)
+        xf = x.float(); C = xf.shape[1]
+        s = dnn.all_reduce(torch.cat([xf.sum(0), (xf * xf).sum(0), xf.new_tensor([len(xf)])]))   # (2C + 1,)
+        n = s[-1]; mean = s[:C] / n; var = (s[C:2 * C] / n - mean * mean).clamp_min(0)
+        if self.track_running_stats:
+            with torch.no_grad():
+                m = self.momentum if self.momentum is not None else 1 / float(self.num_batches_tracked + 1)
+                self.running_mean.lerp_(mean.detach(), m); self.running_var.lerp_(var.detach() * n / (n - 1), m)
+                self.num_batches_tracked += 1
+        y = (xf - mean) / torch.sqrt(var + self.eps)
+        return y * self.weight + self.bias if self.affine else y
+
+def group_batchnorm(m:nn.Module)->nn.Module:
+    "`m` with each `BatchNorm1d` made a `GroupBatchNorm` in place: the same parameters (the optimiser's), buffers, keys"
+    for c in m.modules():
+        if type(c) is nn.BatchNorm1d: c.__class__ = GroupBatchNorm       # a subclass with no state of its own
+    return m
+
+
+# %% ../nbs/07a_engine.ipynb #3e00dcef
 class _DistributedDL(DistributedDL):
-    "fastai's `DistributedDL`, broadcasting on the CPU when the backend is gloo"
+    "fastai's `DistributedDL`: training batches split as `rank_batches`; broadcasting on the CPU under gloo"
     def _broadcast(self, t, rank):
         t = torch.LongTensor(t).to('cuda' if torch.distributed.get_backend() == 'nccl' else 'cpu')
         torch.distributed.broadcast(t, rank)
         return t.cpu().tolist()
+    def __len__(self):
+        if not self.dl.shuffle: return super().__len__()
+        n, B = self.dl.n, self.bs * self.world_size
+        return n // B if self.drop_last else -(-n // B)
+    def get_idxs(self):
+        if not self.dl.shuffle: return super().get_idxs()     # validation: metrics gather and unpad fastai's split
+        idxs = rank_batches(self._broadcast(list(self.dl.get_idxs()), 0), self.bs, self.world_size, self.rank,
+                            self.drop_last)
+        self.n = self.n_padded = len(idxs) * self.world_size     # nothing to unpad in what training gathers
+        return idxs
 
+
+# %% ../nbs/07a_engine.ipynb #34373290
 class ProbeDistributedTrainer(DistributedTrainer):
     "fastai's `DistributedTrainer` with `_DistributedDL` (works with gloo on CPU as well as nccl)"
+    def __init__(self, sync_bn:bool=True, # SyncBatchNorm (CUDA only)
+                 find_unused:bool=False, # parameters may go unused in a step (heads dropped mid-fit): DDP looks
+                 **kwargs):
+        from accelerate import DistributedDataParallelKwargs
+        super().__init__(sync_bn, kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=find_unused)],
+                         **kwargs)
     def _wrap_dl(self, dl):
         return dl if isinstance(dl, DistributedDL) else _DistributedDL(dl, device=self.learn.model.device)
+    def before_fit(self):
+        if not self.sync_bn: group_batchnorm(self.model)     # the CPU: statistics over every rank, as one process
+        super().before_fit()
     def after_fit(self):            # accelerate leaves a model of one process unwrapped: nothing to unwrap then
         self.learn.model, self.learn.dls.loaders = unwrap(self.learn.model), self.old_dls
 
@@ -215,20 +278,20 @@ def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
                 progress:bool=True, # live bars in a terminal or notebook; one line per epoch in logs
                 resume_hint:str=None, # what Ctrl-C tells the user (default: continue with `resume`)
                 device:str=None, # where to fit, as the run's config resolved it (None: where the model is)
+                find_unused:bool=False, # under DDP: some parameters may go unused in a step (heads dropped mid-fit)
                )->str: # the precision it trained in
     "Fit `learn` on `device` in `precision`, with bars or log lines, DDP under torchrun; Ctrl-C: how to resume"
-    device = str(device or next(learn.model.parameters()).device); dev = device.split(':')[0]
-    precision, cbs = resolve_precision(precision, dev), list(cbs)
-    cpu_ac = CPUAutocast() if dev == 'cpu' and precision == 'bf16' else None
-    if cpu_ac: cbs.append(cpu_ac)
+    device = str(device or next(learn.model.parameters()).device); dev, cbs = device.split(':')[0], list(cbs)
+    precision = resolve_precision(precision, dev)
+    if cpu_ac := (CPUAutocast() if dev == 'cpu' and precision == 'bf16' else None): cbs.append(cpu_ac)
     elif precision == 'bf16': learn.to_bf16()
     elif precision == 'fp16': learn.to_fp16()
     learn.remove_cb(ProgressCallback); learn.logger = lambda *a: None      # no table of every metric: `EpochLine`
     if progress and not rank_distrib(): cbs += [_Bars(), EpochLine()] if interactive() else [EpochLine()]
     learn.dls.to(device); learn.model.to(device)
-    if num_distrib() > 1:                                   # under torchrun: DDP through fastai + accelerate
-        if dev == 'cpu': os.environ.setdefault('ACCELERATE_USE_CPU', 'true')   # gloo on CPU, nccl on GPU
-        cbs.append(ProbeDistributedTrainer(sync_bn=dev == 'cuda'))            # SyncBatchNorm needs CUDA
+    if init_distributed(device):           # under torchrun: DDP through fastai + accelerate, gloo on CPU, nccl on GPU
+        if dev == 'cpu': os.environ.setdefault('ACCELERATE_USE_CPU', 'true')
+        cbs.append(ProbeDistributedTrainer(sync_bn=dev == 'cuda', find_unused=find_unused))  # SyncBatchNorm: CUDA
     for c in [c for c in cbs if isinstance(c, Checkpoint)]: c.epochs_saved = start_epoch
     try: learn.fit(epochs, cbs=cbs, start_epoch=start_epoch)
     except KeyboardInterrupt:

@@ -21,7 +21,7 @@ from fastai.optimizer import Adam
 from fastai.learner import Learner, Metric, ValueMetric
 from fastai.torch_core import rank_distrib, num_distrib
 from .core import check_halving, spell
-from .config import RunConfig, precision_dtype
+from .config import RunConfig, precision_dtype, broadcast_object
 from .run_folder import RunFolder, select_heads
 from .stats import pack_correct
 from .probes import n_params
@@ -199,7 +199,7 @@ class HalveGrid(Callback):
     def __init__(self, at:int, specs:dict): store_attr(); self.gone = []
     def before_fit(self): unwrap(self.model).dropped = set(self.gone)         # also after a resume
     def after_epoch(self):
-        if self.epoch + 1 != self.at or self.gone or num_distrib() > 1: return
+        if self.epoch + 1 != self.at or self.gone: return      # under DDP every rank ranks the gathered metrics
         bh, groups = next(c for c in self.learn.cbs if isinstance(c, BestHeads)), {}
         for k, s in self.specs.items(): groups.setdefault(s.group or s.label, []).append(k)
         for ks in groups.values():                     # sorted is stable: ties keep the grid's order
@@ -343,8 +343,12 @@ def _start(learn, folder:RunFolder, cbs:list, opts:dict)->tuple:
     "Resume from the folder's checkpoint (same record only) or start afresh; add checkpoint and log callbacks"
     if folder is None: return 0, 0.
     saver, start, t_before = Checkpoint(folder.ckpt, part='probes'), 0, 0.   # it also carries the log's smoothed loss
-    state = read_checkpoint(folder.ckpt) if folder.resume and folder.ckpt.exists() else None   # nothing in it runs
-    if folder.begin(opts): start, t_before = load_checkpoint(learn, state, [*cbs, saver], part='probes')
+    state = None
+    if folder.writer:                           # under DDP rank 0 alone reads `out`; the others get its checkpoint
+        state = read_checkpoint(folder.ckpt) if folder.resume and folder.ckpt.exists() else None  # nothing in it runs
+        state = state if folder.begin(opts) else None
+    if (state := broadcast_object(state)) is not None:
+        start, t_before = load_checkpoint(learn, state, [*cbs, saver], part='probes')
     if folder.writer: cbs += [saver, AppendCSVLogger(folder.work/'log.csv', keep=start)]
     return start, t_before
 
@@ -389,7 +393,8 @@ def _run(learn, cfg:RunConfig, cbs, start:int, t_before:float, folder:RunFolder,
     for c in cbs:
         if isinstance(c, Checkpoint): c.t_before = t_before
     t0 = time.perf_counter()
-    precision = fit_learner(learn, cfg.epochs, cbs, start, cfg.head_precision, progress, device=cfg.torch_device)
+    precision = fit_learner(learn, cfg.epochs, cbs, start, cfg.head_precision, progress, device=cfg.torch_device,
+                            find_unused=any(isinstance(c, HalveGrid) for c in cbs))   # DDP: dropped heads idle
     bh, specs = next(c for c in cbs if isinstance(c, BestHeads)), unwrap(learn.model).specs
     heads = _results(learn, bh, t_before + time.perf_counter() - t0, cfg.epochs)
     if test_dl is not None:                        # each head's test top-1/5, and which test images it gets right

@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 import pandas as pd
 from torch.utils.data import Subset
-from .config import RunConfig
+from .config import RunConfig, init_distributed
 from .run_folder import RunFolder
 from .prepare import Prepared
 from .fit import fit_probes, accum_batch, check_epoch_batch, ProbeFit, halving_epoch
@@ -49,21 +49,23 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
     t0, cfg = time.perf_counter(), RunConfig.of(cfg, **options)
     record = dict(encoder=encoder if isinstance(encoder, str) else type(encoder).__name__, data=str(data),
                   probes=probes if isinstance(probes, str) else [str(s) for s in probes])   # weights: `meta`'s hash
-    cfg.torch_device; accum_batch(cfg.bs, cfg.accum_bs)          # the device decided, the batch checked, first
-    folder = RunFolder(cfg.out, cfg.resume) if cfg.out is not None else None     # writable, ours alone, first
-    with (folder.hold() if folder else contextlib.nullcontext()):
-        if folder: folder.check_resume({**cfg.record(), **record})   # before the encoder, data and tokens
-        p = Prepared(encoder, data, cfg, progress=progress); check_epoch_batch(len(p.tr_idx), p.bs, cfg.accum_bs)
+    init_distributed(cfg.torch_device); accum_batch(cfg.bs, cfg.accum_bs)   # device, process group, batch: first
+    # writable, ours alone, first; under torchrun rank 0 alone holds and writes it, the others never touch it
+    folder, w = (RunFolder(cfg.out, cfg.resume, writer=cfg.writer) if cfg.out is not None else None), cfg.writer
+    with (folder.hold() if folder and w else contextlib.nullcontext()):
+        if folder and w: folder.check_resume({**cfg.record(), **record})   # before the encoder, data and tokens
+        p = Prepared(encoder, data, cfg, progress=progress and w)
+        check_epoch_batch(len(p.tr_idx), p.bs, cfg.accum_bs)
         specs, heads = p.heads(probes, opt=cfg.opt, blrs=cfg.blrs, blr=cfg.blr, lr=cfg.lr,
                                batch=accum_batch(p.bs, cfg.accum_bs))
         try: dls = p.dls
         except KeyboardInterrupt:
             raise Interrupted('interrupted during feature extraction; run the same command again: '
                               'the shards already written are kept') from None
-        fit = fit_probes(dls, specs, len(p.classes), p.dim, cfg, out=folder, progress=progress, meta=p.meta,
+        fit = fit_probes(dls, specs, len(p.classes), p.dim, cfg, out=folder, progress=progress and w, meta=p.meta,
                          test_dl=p.test_dl, encoder=p.enc if p.stream else None, layer_order=p.layers, depth=p.depth,
                          heads=heads, record=record, finish=partial(_write_meta, p=p, cfg=cfg))
-        knn = _knn(p, True, cfg.out) if cfg.knn else None                 # the k-NN sweeps, when asked for
+        knn = _knn(p, True, cfg.out if w else None) if cfg.knn else None     # the k-NN sweeps, when asked for
         return ProbeRun(fit, p, p.meta, dict(total_s=time.perf_counter() - t0), knn)
 
 # %% ../nbs/11_pipeline.ipynb #215ba38b

@@ -201,10 +201,13 @@ def heal(d, bad:dict):
     warnings.warn(f"{damage_text(bad)}; " + (f"re-extracting {'it' if len(bad) == 1 else 'them'}" if shards else
                                              "rebuilding the cache (shards that pass their checks are kept)"))
 
-def shards_to_do(d, shards:list, shapes:dict)->tuple: # ([(shard, start, end)] to extract, {damaged shard: why})
+def shards_to_do(d, shards:list, shapes:dict,
+                 rank:int=0, world:int=1, # this process's part under DDP: shards `i` with `i % world == rank`
+                )->tuple: # ([(shard, start, end)] to extract, {damaged shard: why})
     "The shards of `d` still to extract: missing ones, and those failing the full check against their own `files.json`"
     todo, bad = [], {}
     for i, (a, b) in enumerate(shards):
+        if i % world != rank: continue
         s = d/f'shard_{i:05d}'
         if not s.exists(): todo.append((i, a, b)); continue
         why = _shard_problem(s, _sidecar(s), _shard_shapes(shapes, b - a)) if s.is_dir() else 'not a directory'
