@@ -70,3 +70,21 @@ def test_rank_killed_during_training_resumes_to_the_same_results(ddp, tmp_path):
     pd.testing.assert_frame_equal(chosen(tmp_path/'out'), chosen(d/'out'))
     pd.testing.assert_series_equal(curves(tmp_path/'out'), curves(d/'out'))
     assert len((tmp_path/'out'/'log.csv').read_text().splitlines()) == 3           # a header and 2 epochs
+
+def test_effective_batch_counts_every_rank(ddp, tmp_path):
+    "2 ranks of 64 accumulating to 256 take one process's steps of 128 accumulated to 256: the same curves"
+    d, _ = ddp
+    acc = ['--accum_bs', '256', '--halving', '0']
+    two = torchrun(ep_probe, tmp_path/'two', d/'cache', '--bs', '64', *acc); ok(two)    # the last --bs wins
+    one = run([ep_probe, *ARGS, '--bs', '128', *acc, '--out', tmp_path/'one', '--cache_dir', d/'cache']); ok(one)
+    assert 'effective batch 256' in two.stdout
+    assert list(chosen(tmp_path/'one')['head']) == list(chosen(tmp_path/'two')['head'])
+    assert (curves(tmp_path/'one') - curves(tmp_path/'two')).abs().max() <= 1 / 60 + 1e-9   # as above
+
+def test_paper_recipe_streams_under_ddp(ddp, tmp_path):
+    "`--recipe paper` (streamed, LARS, accumulation) on 2 ranks: one epoch, one set of results"
+    d, _ = ddp
+    r = torchrun(ep_probe, tmp_path/'out', d/'cache', '--recipe', 'paper', '--epochs', '1', '--accum_bs', '512',
+                 '--blrs', '0.1,1'); ok(r)
+    assert 'streamed' in r.stdout and 'effective batch 512' in r.stdout and r.stdout.count('\nwrote ') == 1
+    assert {p.name for p in (tmp_path/'out').iterdir()} == WROTE
