@@ -377,7 +377,7 @@ def _profiles(m:dict, grid_ms:dict, gpu:dict, gpus:tuple)->list:
     here = m['encoder_ips'] * vit_macs(m['depth'], m['dim'], m['img_size'])      # measured MAC/s of this device
     if str(m.get('device', 'cpu')).startswith('cuda'):                           # one GPU measured: k of them
         return [(f"{k} x {m['device_name']} (rates of one measured)", k, here, grid_ms, m['write_mbps'],
-                 m['read_mbps'], m['decode_core_ips'] * max(1, m['workers'])) for k in gpus]
+                 m['read_mbps'], m['decode_ips']) for k in gpus]                 # decoded by its workers
     rows = [(f"this CPU ({m['threads']} threads)", 1, here, grid_ms, m['write_mbps'], m['read_mbps'], -m['decode_ips'])]
     g = dict(gpu_assumed, **(gpu or {}))
     b = g['grid_ms_per_image']['ViT-B/16']                                       # other widths: scaled by C
