@@ -69,7 +69,7 @@ class RunConfig:
     resume:bool=False # continue an interrupted run in --out
     cache_dir:str='~/.cache/ep_probing/features' # where extracted tokens are cached
     device:str=None # cpu, cuda or cuda:N (default: CUDA when present)
-    workers:int=0 # DataLoader worker processes
+    workers:int=None # DataLoader worker processes (default: 0 for arrays in memory, else min(8, CPU cores))
     knn:bool=False # also run the k-NN sweep on the cached [CLS] / mean tokens
     where:ClassVar[tuple] = ('out', 'resume', 'cache_dir', 'device', 'workers', 'knn')   # not part of the result
     def __post_init__(self): self.check()
@@ -82,7 +82,8 @@ def _one_of(name:str, v, ok:tuple):
 def check(self:RunConfig):
     "Raise a `ValueError` naming the option of any value that cannot work; store `blrs` and `norm` parsed"
     for k in ('epochs', 'bs', 'accum_bs'): getattr(self, k) is None or check_count(getattr(self, k), k, 1)
-    for k in ('train_size', 'test_size', 'seed', 'workers'): check_count(getattr(self, k), k, 0)
+    for k in ('train_size', 'test_size', 'seed'): check_count(getattr(self, k), k, 0)
+    self.workers is None or check_count(self.workers, 'workers', 0)                 # None: `data.auto_workers`
     for k in ('blr', 'lr'): getattr(self, k) is None or check_lr(getattr(self, k), spell(k, getattr(self, k)))
     if self.wd is not None and not (isinstance(self.wd, (int, float)) and 0 <= self.wd < float('inf')):
         raise ValueError(f"{spell('wd', self.wd)}: weight decay is a finite number of at least 0, e.g. 1e-4")

@@ -7,14 +7,14 @@ __all__ = ['fmnist_classes', 'fmnist_debian_dir', 'fmnist_url', 'fmnist_sha256',
            'fmnist_cache_dir', 'fmnist_dirs', 'fmnist_download', 'fmnist_files', 'FashionMNIST', 'array_batches',
            'to_channels', 'DataError', 'load_image', 'verify_images', 'image_samples', 'image_folder', 'targets_of',
            'low_shot_indices', 'low_shot', 'stratified_split', 'make_fmnist_sample', 'fmnist_sample',
-           'TransformDataset', 'stream_dls', 'subset_indices']
+           'TransformDataset', 'stream_dls', 'in_memory', 'auto_workers', 'subset_indices']
 
 # %% ../nbs/06_data.ipynb #cfa5deaa
 import gzip, os, platform, warnings, numpy as np, torch
 from pathlib import Path
 from PIL import Image
 from fastcore.basics import patch
-from torch.utils.data import Dataset, Subset
+from torch.utils.data import ConcatDataset, Dataset, Subset
 from torchvision.transforms import CenterCrop, Normalize, Resize, ToTensor
 from timm.data import MaybeToTensor
 from .encoders import ConvertImage
@@ -135,6 +135,7 @@ class FashionMNIST(Dataset):
     "A Fashion-MNIST split: `(PIL image, label)` items, `images` `(N, 28, 28)` uint8 and `targets` `(N,)`"
     classes = fmnist_classes
     grey_array_items = True         # item i is (the 'L' image of images[i], targets[i]): extraction may batch them
+    in_memory = True                # arrays in memory: no file to decode, so no DataLoader workers (`auto_workers`)
     def __init__(self, split:str='train', # 'train' or 'test'
                  path:str|Path=None, # directory with the IDX files, searched first (see fmnist_files)
                  transform=None, # applied to each PIL image
@@ -438,9 +439,25 @@ def stream_dls(enc, # a FrozenEncoder (its `transform`)
     tf_tr = enc.transform(is_training=True, hflip=0.5, color_jitter=None)
     sub = lambda ix, tf: TransformDataset(Subset(tr, ix.tolist()), tf)
     mk = lambda ds, shuffle: DataLoader(ds, bs=bs, shuffle=shuffle, drop_last=shuffle and len(ds) > bs,
-                                        num_workers=workers, device=device, pin_memory=device == 'cuda')
+                                        num_workers=workers, device=device, persistent_workers=workers > 0,
+                                        pin_memory=str(device).startswith('cuda'))
     dls = DataLoaders(mk(sub(tr_idx, tf_tr), True), mk(sub(va_idx, enc.transform()), False), device=device)
     return dls, mk(TransformDataset(te, enc.transform()), False)
+
+# %% ../nbs/06_data.ipynb #8de5f414
+def in_memory(ds)->bool:
+    "Are `ds`'s images arrays in memory? Looks through `Subset`s, concatenations and wrappers that keep `ds.ds`"
+    while True:
+        if isinstance(ds, Subset): ds = ds.dataset
+        elif isinstance(ds, ConcatDataset): return all(in_memory(d) for d in ds.datasets)
+        elif getattr(ds, 'in_memory', None) is not None: return bool(ds.in_memory)
+        elif isinstance(getattr(ds, 'ds', None), Dataset): ds = ds.ds
+        else: return False
+
+def auto_workers(ds, cpus:int=None, # CPU cores (default: `os.cpu_count()`)
+                )->int:
+    "DataLoader workers for `ds`: 0 where its images are arrays in memory, else min(8, CPU cores) to decode files"
+    return 0 if in_memory(ds) else min(8, cpus or os.cpu_count() or 1)
 
 # %% ../nbs/06_data.ipynb #0696bb2f
 def subset_indices(ds, n:int, seed:int)->np.ndarray:

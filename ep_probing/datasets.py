@@ -113,6 +113,7 @@ def read_pickle(fn:str|Path, # a pickle of plain data (dicts, lists, strings, nu
 # %% ../nbs/06a_datasets.ipynb #d1f3d528
 class Arrays(Dataset):
     "Items `(PIL image,)` of `uint8` images `(N, H, W, 3)` held in memory"
+    in_memory = True                    # no file to decode: `data.auto_workers` gives 0
     def __init__(self, data:np.ndarray): self.data = data
     def __len__(self): return len(self.data)
     def __getitem__(self, i): return (Image.fromarray(self.data[i]),)

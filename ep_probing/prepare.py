@@ -12,7 +12,7 @@ from torch.utils.data import Subset
 from fastcore.basics import patch
 from .encoders import create_encoder, FrozenEncoder
 from .cache import cache_dls, TokenLoaders
-from .data import stratified_split, subset_indices, stream_dls
+from .data import stratified_split, subset_indices, stream_dls, auto_workers
 from .datasets import load_data
 from .specs import resolve_specs, build_heads, check_heads
 from .core import spell
@@ -62,7 +62,8 @@ class Prepared:
             raise ValueError(f"{self.name} has {len(self.classes)} class; probing needs at least two")
         self.tr_idx, self.va_idx, self.test_ds = split_rows(self.train_ds, test_ds, c.train_size, c.test_size,
                                                             c.valid_pct, c.seed)
-        self.dim, self.stream, self.bs, self.workers = self.enc.embed_dim, c.stream, c.bs, c.workers
+        self.dim, self.stream, self.bs = self.enc.embed_dim, c.stream, c.bs
+        self.workers = auto_workers(self.train_ds) if c.workers is None else c.workers     # None: by the data
         self.progress = progress
         self.cache_dir, self.seed = Path(c.cache_dir).expanduser(), c.seed
 

@@ -91,7 +91,8 @@ def help_targets(tokens:list)->list:
         return [([prog, tokens[1], '--help'], _long_flags(tokens[2:]))]
     if Path(prog).name == 'torchrun':
         i = next(j for j, t in enumerate(tokens[1:], 1) if not t.startswith('-'))   # the script after torchrun's own flags
-        return [([prog, '--help'], _long_flags(tokens[1:i])), ([sys.executable, tokens[i], '--help'], _long_flags(tokens[i+1:]))]
+        script = [tokens[i]] if {'--no-python', '--no_python'} & set(tokens[1:i]) else [sys.executable, tokens[i]]   # a program
+        return [([prog, '--help'], _long_flags(tokens[1:i])), ([*script, '--help'], _long_flags(tokens[i+1:]))]
     return [([prog, '--help'], _long_flags(tokens[1:]))]
 
 def check_flags(steps:list)->int:
@@ -168,6 +169,9 @@ def summary(out:Path)->dict:
                              note='last GPU epoch (after warm-up; mixed precision: ep_pretrain --amp auto) scaled to the full train split; CPU: median fp32 epoch of the shipped asset')
     dj = out/'ddp'/'ddp.json'
     if dj.exists(): s['ddp'] = json.loads(dj.read_text())
+    tj, sj = out/'times'/'times.json', out/'scale'/'scale.json'                 # issue 39: the default job's seconds, the scale
+    if tj.exists(): s['times'] = json.loads(tj.read_text())['times']
+    if sj.exists(): s['scale'] = json.loads(sj.read_text())['text']
     (out/'summary.json').write_text(json.dumps(s, indent=1))
     md = [f"# GPU check: {s['device']}", '', f"torch {s['torch']}, CUDA {s['cuda']}, commit {str(s['git_commit'])[:10]}, {s['date']}", '',
           '| step | rc | seconds |', '| --- | --- | --- |'] + [f"| {k} | {v['rc']} | {v['seconds']} |" for k, v in s['steps'].items()]
@@ -176,6 +180,9 @@ def summary(out:Path)->dict:
         st = s.get(run) or {}
         if 'images_per_s' in st: md += ['', f"{what}: {st['images_per_s']} train images/s ({st['train_images']} images, {st['train_s']:.1f} s)."]
     if 'pretrain' in s: md += ['', f"ep_pretrain: {s['pretrain']['gpu_s_per_epoch_full']} s per full epoch on the GPU vs {s['pretrain']['cpu_s_per_epoch_median']} s on the CPU ({s['pretrain']['speedup']}x)."]
+    if 'times' in s: md += ['', f"The default job: {s['times']['total_s']:.1f} s in all (target: 10 s); " + ', '.join(
+        f"{k[:-2].replace('_', ' ')} {v:.1f} s" for k, v in s['times'].items() if k not in ('total_s', 'run_s')) + '.']
+    if 'scale' in s: md += ['', '```', s['scale'], '```']
     md += ['', f"Failed steps: {', '.join(s['failed']) or 'none'}."]
     (out/'summary.md').write_text('\n'.join(md) + '\n')
     return s

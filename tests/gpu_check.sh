@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check of issue 15: everything ep_probing claims about CUDA, run once on one GPU (about 5 of at most 8 minutes),
+# The GPU check of issues 15 and 39: everything ep_probing claims about CUDA, run once on the GPUs lent (about 8 minutes),
 # every measurement written to a results folder (default nbs/data/gpu/) for the docs.
 #   bash tests/gpu_check.sh [--out DIR] [--data_path DIR] [--wheels DIR] [--tar FILE]   # on a machine with a CUDA GPU
 # ep_probe runs on its default data (the embedded Fashion-MNIST sample: 10,000 train, 10,000 test images); ep_pretrain needs
@@ -27,6 +27,9 @@ define_steps() {
   step recipe_paper           "$TIMEV ep_probe --recipe paper --epochs 1 --workers 4 --device cuda --train_size 10000 --out $OUT/recipe_paper"
   step pretrain               "mkdir -p $WORK/pretrain && ep_pretrain --epochs 2 --limit 10000 --out $WORK/pretrain/mae_fmnist_vit $PRETRAIN_DATA && cp $WORK/pretrain/mae_fmnist_vit.json $OUT/pretrain.json"
   step ddp_nccl               "torchrun --nproc_per_node=1 --master_port=29547 tests/gpu_ddp.py $OUT/ddp --epochs 1"
+  step scale_vitb             "ep_bench_train --only scale --model vit_base_patch16_224 --sizes 512,1024,2048 --bs 128 --workers 8 --out $OUT/scale"
+  step ep_probe_ddp           "$TIMEV torchrun --nproc_per_node=$NGPU --master_port=29549 --no-python ep_probe --device cuda --out $OUT/ep_probe_ddp --cache_dir $WORK/cache_ddp"
+  step ep_probe_times         "$PY tests/gpu_times.py $OUT/times --device cuda --cache_dir $WORK/cache_times"
 }
 CUDA_NOTEBOOKS="nbs/04a_zoo.ipynb nbs/05_encoders.ipynb"   # the notebooks with `#| cuda` cells (grep -l '#| cuda' nbs/*.ipynb nbs/tutorials/*.ipynb)
 CUDA_TESTS="tests/test_cuda.py"                            # the test files with `pytest.mark.cuda` tests (other files need packages a GPU image may lack)
@@ -54,6 +57,7 @@ while [ $# -gt 0 ]; do
 done
 PRETRAIN_DATA=${DATA:+--data $DATA}
 TIMEV=""; [ -x /usr/bin/time ] && TIMEV="/usr/bin/time -v"
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU"); [ "${NGPU:-0}" -gt 0 ] 2>/dev/null || NGPU=1   # torchrun: every GPU lent
 WORK=${TMPDIR:-/tmp}/ep_gpu_check.$$              # feature cache and pretrained weights: large, kept out of the results
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"   # this tree's ep_probing, whatever is installed
 

@@ -11,7 +11,8 @@ def snapshot(d): return sorted((str(p), p.stat().st_mtime_ns) for p in d.rglob('
 
 def test_dry_run_checks_every_step_and_writes_nothing():
     steps = [l.split('\t')[0] for l in sh('--list').stdout.splitlines()]
-    assert {'device', 'pytest_cuda', 'bench_fp32', 'bench_zoo', 'ep_probe', 'ep_probe_stream', 'pretrain', 'ddp_nccl'} <= set(steps), steps
+    assert {'device', 'pytest_cuda', 'bench_fp32', 'bench_zoo', 'ep_probe', 'ep_probe_stream', 'pretrain', 'ddp_nccl',
+            'scale_vitb', 'ep_probe_ddp', 'ep_probe_times'} <= set(steps), steps
     gpu = repo/'nbs'/'data'/'gpu'; before = snapshot(gpu)
     r = sh('--dry_run')
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
@@ -52,3 +53,26 @@ def test_runner_records_every_step_and_fails_loudly(tmp_path):
     assert json.loads((out/'summary.json').read_text())['failed'] == ['ep_probe'] and '2 of 3 steps passed' in r.stdout
     r = sh('--out', str(out), '--only', 'ep_probe', env=dict(GPU_CHECK_CMD_ep_probe='true'))   # a rerun replaces that step's record
     assert r.returncode == 0 and [(s['name'], s['rc']) for s in json.loads((out/'steps.json').read_text())] == [('bench_fp32', 0), ('ddp_nccl', 0), ('ep_probe', 0)]
+
+def test_torchrun_step_checks_the_program_it_starts():
+    "torchrun --no-python PROG: the dry run reads PROG's --help (not python PROG's), and finds a flag PROG lacks"
+    bad = 'torchrun --nproc_per_node=1 --no-python ep_probe --device cuda --no_such_flag 1'
+    r = sh('--dry_run', '--only', 'ep_probe_ddp', env=dict(GPU_CHECK_CMD_ep_probe_ddp=bad))
+    assert r.returncode == 1 and 'FAIL ep_probe_ddp: --no_such_flag is not a flag of `ep_probe --help`' in r.stdout, r.stdout[-3000:]
+    ok = sh('--list').stdout
+    assert '--no-python ep_probe --device cuda' in ok and 'ep_bench_train --only scale --model vit_base_patch16_224' in ok
+
+def test_times_harness_takes_the_default_job_apart_on_cpu(tmp_path):
+    "The harness of the ep_probe_times step, on the CPU and a tiny job: every stage timed, the parts add up to the run"
+    env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS='1', MPLBACKEND='Agg')
+    r = subprocess.run([sys.executable, str(repo/'tests'/'gpu_times.py'), str(tmp_path/'t'), '--device', 'cpu', '--train_size', '200',
+                        '--test_size', '100', '--epochs', '1', '--probes', 'gap,ep', '--cache_dir', str(tmp_path/'c')],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads((tmp_path/'t'/'times.json').read_text()); t = d['times']
+    assert set(t) == {'startup_s', 'import_s', 'cuda_init_s', 'run_s', 'extraction_s', 'verification_s', 'training_s',
+                      'figure_meta_s', 'bootstrap_s', 'rest_s', 'total_s'}, t
+    assert t['extraction_s'] > 0 and t['training_s'] > 0 and t['bootstrap_s'] > 0 and t['rest_s'] >= 0   # gap vs ep: a bootstrap
+    parts = sum(t[k] for k in ('extraction_s', 'verification_s', 'training_s', 'figure_meta_s', 'bootstrap_s', 'rest_s'))
+    assert abs(parts - t['run_s']) < 0.01 and t['total_s'] > t['run_s'] + t['import_s']
+    assert 'test top-1' in d['report'] and (tmp_path/'t'/'run'/'results.csv').exists()

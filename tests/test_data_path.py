@@ -1,0 +1,39 @@
+"The data path (issue 39): --workers defaults by the data (none for arrays in memory, else min(8, CPU cores))."
+import os, numpy as np, pytest, timm
+from torch.utils.data import ConcatDataset, Subset
+from ep_probing.config import RunConfig
+from ep_probing.data import auto_workers, in_memory, fmnist_sample, stream_dls
+from ep_probing.datasets import load_named
+from ep_probing.encoders import create_encoder
+from ep_probing.prepare import Prepared
+from tiny_datasets import make_tiny
+
+def tiny_vit(): return timm.models.VisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=0)
+
+def test_workers_default_is_decided_by_the_data(tmp_path):
+    "RunConfig().workers is None (auto); arrays in memory get 0 workers, image files min(8, CPU cores)"
+    assert RunConfig().workers is None and RunConfig(workers=3).workers == 3
+    with pytest.raises(ValueError, match='--workers -1: must be an integer of at least 0'): RunConfig(workers=-1)
+    assert in_memory(fmnist_sample('test')) and auto_workers(fmnist_sample('test'), cpus=16) == 0
+    cifar = load_named('cifar10', make_tiny('cifar10', tmp_path/'c')).train           # CIFAR: arrays from its pickles
+    assert in_memory(cifar) and auto_workers(Subset(cifar, [0, 1]), cpus=16) == 0
+    files = load_named('imagenet', make_tiny('imagenet', tmp_path/'i')).train            # JPEG files
+    assert not in_memory(files) and [auto_workers(files, cpus=c) for c in (1, 4, 64)] == [1, 4, 8]
+    assert auto_workers(ConcatDataset([cifar, files]), cpus=4) == 4                   # any files: workers
+
+def test_prepared_uses_the_rule_unless_told(tmp_path):
+    "A run on image files gets the rule's workers; on the embedded sample none, so the default job is unchanged"
+    root = make_tiny('imagenet', tmp_path/'i')
+    p = Prepared(tiny_vit(), 'imagenet', data_path=str(root), valid_pct=0.34)
+    assert p.workers == min(8, os.cpu_count())
+    assert Prepared(tiny_vit(), 'imagenet', data_path=str(root), valid_pct=0.34, workers=0).workers == 0
+    assert Prepared(tiny_vit(), 'fashion_mnist_sample', train_size=100).workers == 0
+
+def test_stream_loaders_keep_their_workers(tmp_path):
+    "Streaming with workers keeps them between epochs (persistent) and pins memory only on CUDA"
+    tr = load_named('imagenet', make_tiny('imagenet', tmp_path/'i')).train
+    enc = create_encoder(tiny_vit())
+    dls, test_dl = stream_dls(enc, tr, tr, np.arange(6), np.arange(6, 9), bs=2, workers=1, device='cpu')
+    assert dls.train.fake_l.persistent_workers and not dls.train.fake_l.pin_memory and test_dl.fake_l.num_workers == 1
+    dls, _ = stream_dls(enc, tr, tr, np.arange(6), np.arange(6, 9), bs=2, workers=0, device='cpu')
+    assert not dls.train.fake_l.persistent_workers and dls.train.fake_l.num_workers == 0
