@@ -314,7 +314,7 @@ def _grid_epoch_s(c, probes:str, enc, dev:str)->tuple:
         return timed_fit(dls, specs, enc.embed_dim, 1, layer_order=list(enc.layers), depth=enc.depth)[0], len(specs)
 
 # %% ../nbs/11a_bench_train.ipynb #2e73db0f
-def scale_stages(data:str, # an image folder (`fake_imagenet`)
+def scale_stages(data:str, # an image folder (fake_imagenet)
                  n:int, # training images (a stratified subset, as `--train_size`)
                  model:str='vit_tiny_patch16_224', # timm model name (random weights)
                  img_size:int=224, bs:int=32, workers:int=0, # as the main job's options
@@ -386,7 +386,7 @@ def _profiles(m:dict, grid_ms:dict, gpu:dict, gpus:tuple)->list:
                     g['write_mbps'], g['read_mbps'], 16 * m['decode_core_ips']) for k in gpus]   # 16 cores decode a GPU
 
 # %% ../nbs/11a_bench_train.ipynb #c73de138
-def project_imagenet(m:dict, # `scale_stages` at the largest size: this machine's measured rates
+def project_imagenet(m:dict, # scale_stages at the largest size: this machine's measured rates
                      grid_ms:dict, # `{encoder: grid_ms_per_image}` at each of `scale_encoders`' shapes, measured here
                      epochs:int=10, # the default job's
                      gpus:tuple=(1, 8), gpu:dict=None, # GPU rates replacing `gpu_assumed`'s (the GPU check's)
@@ -415,8 +415,8 @@ def _stages_in_child(kw:dict)->dict:
 
 def bench_scale(sizes=(256, 512, 1024), # training images of each run
                 model:str='vit_tiny_patch16_224', # timm model name (random weights)
-                root=None, # the `fake_imagenet` folder (default: a temporary one)
-                **kwargs, # to `scale_stages`: img_size, bs, workers, probes
+                root=None, # the fake_imagenet folder (default: a temporary one)
+                **kwargs, # to scale_stages: img_size, bs, workers, probes
                )->pd.DataFrame:
     "`scale_stages` at each size, each in a fresh process, on one ImageNet-like folder of real JPEG files"
     with tempfile.TemporaryDirectory() as tmp:
@@ -468,9 +468,9 @@ def _write_scale(out, r:pd.DataFrame, p:pd.DataFrame, grid:dict, text:str, comma
 # %% ../nbs/11a_bench_train.ipynb #feefffee
 def scale_report(sizes=(256, 512, 1024), model:str='vit_tiny_patch16_224',
                  out=None, # also write scale.csv, projection.csv and scale.json, each with a .command.json sidecar
-                 img_size:int=224, bs:int=32, workers:int=0, probes:str='lp,gap,ep,mhca', # as `scale_stages` has them
+                 img_size:int=224, bs:int=32, workers:int=0, probes:str='lp,gap,ep,mhca', # as scale_stages has them
                  epochs:int=10, # of the projected job
-                 root=None, # the `fake_imagenet` folder (default: a temporary one)
+                 root=None, # the fake_imagenet folder (default: a temporary one)
                 )->str:
     "`bench_scale`, the heads at ViT-B/16 and ViT-L/16 shapes, and `project_imagenet` from them, as text"
     r = bench_scale(sizes, model, root, img_size=img_size, bs=bs, workers=workers, probes=probes)
