@@ -411,6 +411,7 @@ def release(self:FeatureCache):
     for f in self._open.values(): f.close()
     self._open.clear(); self._headers.clear(); self._labels.clear()
 
+# %% ../nbs/07_cache.ipynb #c504d1a8
 @patch
 def __del__(self:FeatureCache):
     if hasattr(self, '_open'): self.release()                      # not after a failed __init__

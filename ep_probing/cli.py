@@ -15,7 +15,7 @@ from .core import user_errors, check_count, check_lr, check_fraction, check_halv
 from .config import RunConfig, config_options, precisions
 
 # %% ../nbs/15_cli.ipynb #c8a75756
-def run_config(recipe:str=None, # None or 'paper' (`RunConfig.paper`)
+def run_config(recipe:str=None, # None or 'paper' (RunConfig.paper)
                fp32:bool=False, # the same as precision='none'
                **options, # every RunConfig option, as the command line gives it (defaults included)
               )->RunConfig:

@@ -195,7 +195,7 @@ def head_precision(self:RunConfig)->str:
     return resolve_precision(self.precision, self.torch_device)
 
 # %% ../nbs/08a_config.ipynb #135dba1e
-def init_distributed(device:str, # the run's device, as `RunConfig.torch_device` resolved it
+def init_distributed(device:str, # the run's device, as RunConfig.torch_device resolved it
                     )->bool: # True when several processes run
     "Under torchrun, join the process group once: nccl on CUDA (this process's GPU), gloo on the CPU"
     if world_size() < 2: return False

@@ -41,7 +41,7 @@ class ProbeRun:
 def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.Module`
                 data:str='fashion_mnist_sample', # fashion_mnist(_sample), a --list_data name, hf:PATH or a folder
                 probes='lp,gap,ep,mhca', # probe specs, comma-separated, or a list of specs / ProbeSpecs
-                cfg:RunConfig=None, # the run's options (default `RunConfig()`); `**options` change some of them
+                cfg:RunConfig=None, # the run's options (default: RunConfig()); options change some of them
                 progress:bool=True, # progress bars in a terminal or notebook; one line per stage or epoch in logs
                 **options, # RunConfig options: epochs, bs, seed, blrs, out, resume, knn, device, ...
                )->ProbeRun:

@@ -48,7 +48,7 @@ class Prepared:
     "A run's inputs: frozen encoder, data, seeded stratified train/valid split; DataLoaders of cached tokens or images"
     def __init__(self, encoder='mae_fmnist', # short name, timm model name, an `nn.Module` or a FrozenEncoder
                  data:str='fashion_mnist_sample', # a name of `data_names`, or an image folder (train/, test/)
-                 cfg:RunConfig=None, # the run's options (default `RunConfig()`); `**options` change some of them
+                 cfg:RunConfig=None, # the run's options (default: RunConfig()); options change some of them
                  progress:bool=True, # progress bars while extracting
                  **options, # RunConfig options: layers, train_size, test_size, valid_pct, seed, stream, bs, ...
                 ):

@@ -18,7 +18,9 @@ from .core import spell, write_json
 shard_arrays = ('patch', 'prefix', 'labels')   # the arrays of a shard, one `.npy` file each
 _full = (errno.ENOSPC, errno.EDQUOT)                # no space left, quota exceeded
 
-def another_folder()->str: return f"choose another {spell('cache_dir')}"   # the way out of any trouble with the cache
+def another_folder()->str:
+    "The way out of any trouble with the cache folder: 'choose another --cache_dir' (or `cache_dir=`)"
+    return f"choose another {spell('cache_dir')}"
 
 def _disk_full(path)->OSError:
     return OSError(errno.ENOSPC, f"the disk filled up while writing {str(path)!r}; free some space and run the same "
@@ -67,7 +69,8 @@ def read_shard(path, mmap:bool=True)->dict:
     return {k: np.load(Path(path)/f'{k}.npy', mmap_mode='r' if mmap else None) for k in shard_arrays}
 
 # %% ../nbs/07b_shards.ipynb #5b0e9c32
-def npy_header(f)->tuple: # (shape, dtype, data offset) of the `.npy` file open as `f`, read from its start
+def npy_header(f)->tuple: # (shape, dtype, data offset)
+    "The shape, dtype and data offset of the `.npy` file open as `f`, read from its start"
     try:
         v = np.lib.format.read_magic(f)
         shape, _, dt = getattr(np.lib.format, f'read_array_header_{v[0]}_{v[1]}')(f)
@@ -122,8 +125,8 @@ def _shard_problem(shard, files, shapes:dict, verify:bool=True)->str:
     _verified.add(stamp); return ''
 
 # %% ../nbs/07b_shards.ipynb #e9c5b394
-def mark_checked(shard, # a shard directory just written by `write_shard`
-                 files:dict, # what `write_shard` returned
+def mark_checked(shard, # a shard directory just written by write_shard
+                 files:dict, # what write_shard returned
                  shapes:dict, # `{file: shape}` of its arrays
                 ):
     "Count `shard` checked in full in this process: its bytes were hashed on their way to disk, its tokens checked"
