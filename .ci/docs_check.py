@@ -352,7 +352,7 @@ def main(screenshots=None, reuse=False):
             if screenshots:
                 sd = Path(screenshots); sd.mkdir(parents=True, exist_ok=True)
                 shots = {pages[p]: f"{role}_{pages[p].stem}" for p, (role, _) in key.items()}
-                shots.update({pages[p]: str(p.relative_to(PROC).with_suffix('')).replace('/', '_') for p in pages
+                shots.update({pages[p]: str(pages[p].relative_to(PROC).with_suffix('')).replace('/', '_') for p in pages
                               if str(p.relative_to(PROC).with_suffix('')) in SHOT_PAGES})
                 for html, stem in shots.items():
                     screenshot(d, html, sd/f"{stem}.png"); notes.append(f"screenshot {sd/(stem + '.png')}")
