@@ -10,7 +10,8 @@ Quarto cannot be installed on our machines, so this is the closest check of what
    under its page name (`00_core.ipynb` -> `core.html`, nbdev's `output-file`). Nothing is executed: like
    the site, the pages show the outputs stored in the notebooks.
 3. Headless Chromium opens every page: no broken image, no error output. The index page must show a
-   table and the attention-map page (`12_viz`) a figure; both are screenshotted to `--screenshots`.
+   table and the attention-map page (`12_viz`) a figure; both, the guides and the experiments page are
+   screenshotted to `--screenshots`.
    What a reader sees must be clean: no raw link markup (`[name](url)` shown as text), no nested links, no
    relative link to a page or file the site lacks, no build-machine path or library warning in an output, no
    "Call self as a function." (the docstring show_doc gives a property that has none), no documented dunder
@@ -27,6 +28,8 @@ root = Path(__file__).resolve().parent.parent
 NBS, PROC = root/'nbs', root/'_proc'
 # page stem -> what it must show: 'table' (a table in an output cell), 'figure' (a loaded image in an output cell)
 KEY_PAGES = {'index': {'table', 'figure'}, '12_viz': {'figure'}}
+# screenshotted too with --screenshots, for a reader's look: the guides and the experiments page
+SHOT_PAGES = ('guides/which_probe', 'guides/reproduce', 'guides/faq', '13_experiments')
 CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',
                   '--no-first-run', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
                   '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost',   # offline: CDN scripts fail at once
@@ -348,8 +351,11 @@ def main(screenshots=None, reuse=False):
                 fails += [f"{html.relative_to(PROC)}: {m}" for m in text_problems(info) + dead_links(info, html, site)]
             if screenshots:
                 sd = Path(screenshots); sd.mkdir(parents=True, exist_ok=True)
-                for p, (role, _) in key.items():
-                    screenshot(d, pages[p], sd/f"{role}_{pages[p].stem}.png"); notes.append(f"screenshot {sd/(role + '_' + pages[p].stem + '.png')}")
+                shots = {pages[p]: f"{role}_{pages[p].stem}" for p, (role, _) in key.items()}
+                shots.update({pages[p]: str(pages[p].relative_to(PROC).with_suffix('')).replace('/', '_') for p in pages
+                              if str(p.relative_to(PROC).with_suffix('')) in SHOT_PAGES})
+                for html, stem in shots.items():
+                    screenshot(d, html, sd/f"{stem}.png"); notes.append(f"screenshot {sd/(stem + '.png')}")
         finally: d.quit()
     for n in notes: print('note:', n)
     for m in fails: print('FAIL:', m)
@@ -361,7 +367,7 @@ def main(screenshots=None, reuse=False):
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--screenshots', help='folder for PNG screenshots of the index and attention-map pages')
+    ap.add_argument('--screenshots', help='folder for PNG screenshots of the index, attention-map, guide and experiments pages')
     ap.add_argument('--reuse', action='store_true', help='render the `_proc/` of an earlier run (no nbdev_proc_nbs)')
     a = ap.parse_args()
     sys.exit(main(a.screenshots, a.reuse))

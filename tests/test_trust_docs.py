@@ -1,5 +1,6 @@
 "Names and pages a researcher reads: the `lp` alias, the README's length and citation, the guides' claims."
 import json, re
+import pytest
 from pathlib import Path
 import torch
 from ep_probing.probes import create_probe, TokenPool
@@ -84,3 +85,30 @@ def test_api_page_leads_with_six_names_that_exist():
              'create_encoder': 'encoders', 'ep_compare': 'leaderboard'}
     assert set(six) == set(where)
     for n in six: assert callable(getattr(importlib.import_module(f'ep_probing.{where[n]}'), n))
+
+RAW_KEYS = {'lp', 'gap', 'ep', 'ep_all', 'mhca', 'mqca', 'aim', 'dinovit', 'cae', 'clip', 'siglip', 'jepa', 'coca', 'cait',
+            'abmilp', 'simpool', 'esimpool', 'dolg', 'cbam', 'knn'}   # probe keys; readers see EP_32, MHCA, LP [CLS], ...
+
+def results_section(nb_name, api_heading):
+    "The cells of `nbs/nb_name` between its title and `api_heading`, and whether the API follows them"
+    cells = json.loads((root/'nbs'/nb_name).read_text())['cells']
+    at = [i for i, c in enumerate(cells) if c['cell_type'] == 'markdown' and ''.join(c['source']).startswith(api_heading)]
+    assert len(at) == 1, (nb_name, api_heading)
+    return cells[:at[0]], cells[at[0]:]
+
+@pytest.mark.parametrize('nb_name,api_heading', [('12_viz.ipynb', '## API'),
+                                                 ('13_experiments.ipynb', '## How the experiments run')])
+def test_results_come_before_the_api(nb_name, api_heading):
+    before, after = results_section(nb_name, api_heading)
+    src = lambda c: ''.join(c['source'])
+    shown = [c for c in before if c['cell_type'] == 'code' and not src(c).startswith(('#| hide', '#| export', '#| default_exp'))]
+    for c in shown:                     # what a reader sees first: committed results, no fixtures, tests or API docs
+        assert not re.search(r'show_doc\(|test_eq|test_fail|test_close|\bassert\b|torch\.(rand|manual_seed)', src(c)), src(c)
+    assert not any(src(c).startswith('#| export') and 'import' not in src(c) for c in before)   # no API defined up here
+    md = '\n'.join(src(c) for c in before if c['cell_type'] == 'markdown')
+    assert '## ' in md and ('data/viz/' in md or 'data/experiments/' in md)                  # results read from files
+    assert any(src(c).startswith('show_doc(') for c in after)                               # the API follows
+    for c in shown:                     # tables of the results name probes in display style, not by their keys
+        for o in c.get('outputs', []):
+            rows = ''.join(o.get('data', {}).get('text/plain', '')).splitlines()[1:]
+            assert not {r.split()[0] for r in rows if r.split()} & RAW_KEYS, (src(c)[:80], rows[:3])
