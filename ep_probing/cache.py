@@ -295,20 +295,28 @@ def _fp16(t:torch.Tensor, # tokens of a batch `(B, ...)`, fp32
                      f"or extract with {spell('precision', 'none')} (fp16 autocast can overflow)")
 
 # %% ../nbs/07_cache.ipynb #9f1e2e21
+def _spans(todo, batch_size:int)->list: # `[(shard, shard start, shard end, batch start, batch end)]`
+    "The batches of the shards in `todo`, in order; none crosses a shard's end"
+    return [(i, a, b, j, min(j + batch_size, b)) for i, a, b in todo for j in range(a, b, batch_size)]
+
+def _loader(dataset, transform, spans, num_workers:int, device)->DataLoader:
+    "One `DataLoader` over every batch of `spans`: persistent workers where there are any, pinned memory on CUDA"
+    return DataLoader(_Transformed(dataset, transform, range(len(dataset))),
+                      batch_sampler=[range(j, k) for *_, j, k in spans], num_workers=num_workers,
+                      persistent_workers=num_workers > 0, pin_memory=device.type == 'cuda')
+
 def _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers):
     "Yield `(shard, buffers, done)` after each batch; buffers hold the shard's fp16 tokens and labels"
-    fast = array_batches(dataset, transform)                # whole batches at once where the dataset offers them
-    for i, a, b in todo:
-        buf = {k: np.empty((b - a, *shapes[k]), np.int64 if k == 'labels' else np.float16) for k in shard_arrays}
-        s = 0
-        dl = ((fast(j, min(j + batch_size, b)) for j in range(a, b, batch_size)) if fast else
-              DataLoader(_Transformed(dataset, transform, range(a, b)), batch_size=batch_size, num_workers=num_workers))
-        for x, y in dl:
-            out = encoder.forward_tokens(x); e = s + len(y)
-            buf['patch'][s:e] = _fp16(torch.stack([p for p, _ in out.values()], 1), a + s)    # (b, L, N, C)
-            buf['prefix'][s:e] = _fp16(torch.stack([q for _, q in out.values()], 1), a + s)   # (b, L, P, C)
-            buf['labels'][s:e] = y.numpy(); s = e
-            yield i, buf, s == b - a
+    fast, spans = array_batches(dataset, transform), _spans(todo, batch_size)   # whole batches where data offer them
+    dl = (fast(j, k) for *_, j, k in spans) if fast else _loader(dataset, transform, spans, num_workers, encoder.device)
+    for (i, a, b, j, k), (x, y) in zip(spans, dl):
+        if j == a:                                                                    # a shard starts: its buffers
+            buf = {n: np.empty((b - a, *shapes[n]), np.int64 if n == 'labels' else np.float16) for n in shard_arrays}
+        out = encoder.forward_tokens(x.to(encoder.device, non_blocking=True))
+        buf['patch'][j - a:k - a] = _fp16(torch.stack([p for p, _ in out.values()], 1), j)    # (b, L, N, C)
+        buf['prefix'][j - a:k - a] = _fp16(torch.stack([q for _, q in out.values()], 1), j)   # (b, L, P, C)
+        buf['labels'][j - a:k - a] = y.numpy()
+        yield i, buf, k == b
 
 # %% ../nbs/07_cache.ipynb #6aadadc6
 def _write(s:Path, buf:dict):

@@ -37,3 +37,22 @@ def test_stream_loaders_keep_their_workers(tmp_path):
     assert dls.train.fake_l.persistent_workers and not dls.train.fake_l.pin_memory and test_dl.fake_l.num_workers == 1
     dls, _ = stream_dls(enc, tr, tr, np.arange(6), np.arange(6, 9), bs=2, workers=0, device='cpu')
     assert not dls.train.fake_l.persistent_workers and dls.train.fake_l.num_workers == 0
+
+def test_extraction_starts_one_loader_for_all_its_shards(tmp_path, monkeypatch):
+    "Extraction over image files makes one DataLoader (workers persistent) for every shard to do, not one a shard"
+    import torch, ep_probing.cache as cm
+    made = []
+    class Counted(cm.DataLoader):
+        def __init__(self, *a, **k): super().__init__(*a, **k); made.append(self)
+    monkeypatch.setattr(cm, 'DataLoader', Counted)
+    tr = load_named('imagenet', make_tiny('imagenet', tmp_path/'i')).train
+    enc = create_encoder(tiny_vit(), layers=[0, 1]); tf = enc.transform()
+    c = cm.extract_features(enc, tr, tmp_path/'one', tf, batch_size=2, shard_size=3, num_workers=1, progress=False)
+    assert len(c.manifest['shards']) == -(-len(tr) // 3) >= 3 and len(made) == 1, len(made)   # 3+ shards, one loader
+    assert made[0].num_workers == 1 and made[0].persistent_workers and not made[0].pin_memory    # no pinning on the CPU
+    ref = cm.extract_features(enc, tr, tmp_path/'ref', tf, batch_size=len(tr), shard_size=len(tr), progress=False)
+    assert all(torch.equal(a, b) for a, b in zip(c.get_batch(np.arange(len(tr))), ref.get_batch(np.arange(len(tr)))))
+    spans = cm._spans([(0, 0, 3), (2, 6, 8)], 2)                  # batches never cross a shard's end
+    assert spans == [(0, 0, 3, 0, 2), (0, 0, 3, 2, 3), (2, 6, 8, 6, 8)]
+    dl = cm._loader(tr, tf, spans, 2, torch.device('cuda'))      # on CUDA: pinned batches (made, not iterated, here)
+    assert dl.pin_memory and dl.persistent_workers and [list(b) for b in dl.batch_sampler] == [[0, 1], [2], [6, 7]]
