@@ -12,7 +12,7 @@ def snapshot(d): return sorted((str(p), p.stat().st_mtime_ns) for p in d.rglob('
 def test_dry_run_checks_every_step_and_writes_nothing():
     steps = [l.split('\t')[0] for l in sh('--list').stdout.splitlines()]
     assert {'device', 'pytest_cuda', 'bench_fp32', 'bench_zoo', 'ep_probe', 'ep_probe_stream', 'pretrain', 'ddp_nccl',
-            'scale_vitb', 'ep_probe_ddp', 'ep_probe_times', 'head_compile'} <= set(steps), steps
+            'scale_vitb', 'ep_probe_ddp', 'ep_probe_times', 'head_compile', 'decode'} <= set(steps), steps
     gpu = repo/'nbs'/'data'/'gpu'; before = snapshot(gpu)
     r = sh('--dry_run')
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
@@ -91,3 +91,13 @@ def test_step_harness_times_the_default_grid_on_cpu(tmp_path):
     r = subprocess.run(cmd + ['--modes', 'graphs'], capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode != 0 and 'needs --device cuda' in r.stderr
 
+def test_decode_harness_compares_pil_and_decode_jpeg_on_cpu(tmp_path):
+    "The harness of the decode step, on the CPU and tiny: PIL and bytes + decode_jpeg rates, extraction both ways"
+    env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS='1')
+    r = subprocess.run([sys.executable, str(repo/'tests'/'gpu_decode.py'), str(tmp_path/'d'), '--device', 'cpu', '--n', '8',
+                        '--bs', '4', '--workers', '1', '--model', 'vit_tiny_patch16_224', '--work', str(tmp_path/'w')],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads((tmp_path/'d'/'decode.json').read_text())
+    assert set(d['decode_images_per_s']) == {'pil', 'bytes_cpu'} and set(d['extraction_images_per_s']) == {'pil', 'bytes_cpu'}
+    assert all(v > 0 for v in d['decode_images_per_s'].values()) and 0 < d['tokens_rel_diff'] < 0.05, d
