@@ -22,7 +22,7 @@ from fastprogress.fastprogress import progress_bar
 from .encoders import FrozenEncoder
 from .core import interactive, spell
 from .config import barrier, group_ranks
-from .data import array_batches
+from .data import array_batches, JpegFiles, JpegTransform, jpeg_source
 from . import shards
 from .shards import (shard_arrays, another_folder, npy_header, mark_checked, read_manifest, cache_damage,
                                damage_text, heal, shards_to_do, start_cache, write_manifest, on_full_disk)
@@ -295,20 +295,31 @@ def _fp16(t:torch.Tensor, # tokens of a batch `(B, ...)`, fp32
                      f"or extract with {spell('precision', 'none')} (fp16 autocast can overflow)")
 
 # %% ../nbs/07_cache.ipynb #9f1e2e21
+def _spans(todo, batch_size:int)->list: # `[(shard, shard start, shard end, batch start, batch end)]`
+    "The batches of the shards in `todo`, in order; none crosses a shard's end"
+    return [(i, a, b, j, min(j + batch_size, b)) for i, a, b in todo for j in range(a, b, batch_size)]
+
+def _loader(dataset, transform, spans, num_workers:int, device)->DataLoader:
+    "One `DataLoader` over every batch of `spans`: persistent workers where there are any, pinned memory on CUDA"
+    jpeg = isinstance(transform, JpegTransform)              # the workers read bytes; the batch is decoded on `device`
+    return DataLoader(_Transformed(dataset, None if jpeg else transform, range(len(dataset))),
+                      batch_sampler=[range(j, k) for *_, j, k in spans], num_workers=num_workers,
+                      persistent_workers=num_workers > 0, pin_memory=device.type == 'cuda',
+                      collate_fn=JpegFiles.collate if jpeg else None)
+
 def _batches(encoder, dataset, transform, todo, shapes, batch_size, num_workers):
     "Yield `(shard, buffers, done)` after each batch; buffers hold the shard's fp16 tokens and labels"
-    fast = array_batches(dataset, transform)                # whole batches at once where the dataset offers them
-    for i, a, b in todo:
-        buf = {k: np.empty((b - a, *shapes[k]), np.int64 if k == 'labels' else np.float16) for k in shard_arrays}
-        s = 0
-        dl = ((fast(j, min(j + batch_size, b)) for j in range(a, b, batch_size)) if fast else
-              DataLoader(_Transformed(dataset, transform, range(a, b)), batch_size=batch_size, num_workers=num_workers))
-        for x, y in dl:
-            out = encoder.forward_tokens(x); e = s + len(y)
-            buf['patch'][s:e] = _fp16(torch.stack([p for p, _ in out.values()], 1), a + s)    # (b, L, N, C)
-            buf['prefix'][s:e] = _fp16(torch.stack([q for _, q in out.values()], 1), a + s)   # (b, L, P, C)
-            buf['labels'][s:e] = y.numpy(); s = e
-            yield i, buf, s == b - a
+    fast, spans = array_batches(dataset, transform), _spans(todo, batch_size)   # whole batches where data offer them
+    dl = (fast(j, k) for *_, j, k in spans) if fast else _loader(dataset, transform, spans, num_workers, encoder.device)
+    for (i, a, b, j, k), (x, y) in zip(spans, dl):
+        if j == a:                                                                    # a shard starts: its buffers
+            buf = {n: np.empty((b - a, *shapes[n]), np.int64 if n == 'labels' else np.float16) for n in shard_arrays}
+        x = transform.batch(x) if isinstance(transform, JpegTransform) else x.to(encoder.device, non_blocking=True)
+        out = encoder.forward_tokens(x)
+        buf['patch'][j - a:k - a] = _fp16(torch.stack([p for p, _ in out.values()], 1), j)    # (b, L, N, C)
+        buf['prefix'][j - a:k - a] = _fp16(torch.stack([q for _, q in out.values()], 1), j)   # (b, L, P, C)
+        buf['labels'][j - a:k - a] = y.numpy()
+        yield i, buf, k == b
 
 # %% ../nbs/07_cache.ipynb #6aadadc6
 def _write(s:Path, buf:dict):
@@ -506,8 +517,10 @@ def extract_features(encoder:FrozenEncoder, # the frozen encoder
                      shard_size:int=1024, # images per shard
                      num_workers:int=0, # DataLoader workers
                      progress:bool=True, # a progress bar in a terminal or notebook, one line in logs; False: silent
+                     jpeg_device=None, # decode JPEG files with decode_jpeg there (the workers read bytes); None: PIL
                     ): # returns a FeatureCache
     "Extract `encoder`'s tokens of `dataset` once to an fp16 memory-mapped cache; reuse, repair or resume it by key"
+    if jpeg_device is not None: dataset, transform = jpeg_source(dataset, transform, jpeg_device)   # another key
     key, info = cache_key(encoder, dataset, transform, name, shard_size)
     # view: the shapes `encoder.forward` gives
     d, view = Path(root)/key, encoder.layers[0] if isinstance(encoder.layer_arg, int) else None
@@ -547,14 +560,14 @@ class TokenLoaders:
 def cache_dls(enc, tr, te, # frozen encoder, train and test datasets
               tr_idx, va_idx, # indices into `tr` of the training and validation images
               bs:int, cache_dir, name:str, # batch size, cache root, the data's name (part of the cache key)
-              workers:int=0, progress:bool=True, device=None):
+              workers:int=0, progress:bool=True, device=None,
+              jpeg_device=None): # decode JPEG files with `decode_jpeg` there (extract_features); None: PIL
     "Extract or reuse the train subset's and test set's tokens: their `TokenLoaders`"
     tf, L = enc.transform(), list(enc.layers)
     train_sub = Subset(tr, np.sort(np.concatenate([tr_idx, va_idx])).tolist())
-    c_tr = extract_features(enc, train_sub, cache_dir, transform=tf, name=f'{name}:train', num_workers=workers,
-                            progress=progress)
-    c_te = extract_features(enc, te, cache_dir, transform=tf, name=f'{name}:test', num_workers=workers,
-                            progress=progress)
+    c_tr, c_te = (extract_features(enc, ds, cache_dir, transform=tf, name=f'{name}:{s}', num_workers=workers,
+                                   progress=progress, jpeg_device=jpeg_device)
+                  for ds, s in ((train_sub, 'train'), (te, 'test')))
     c_tr, c_te = FeatureCache(c_tr.path, L, dtype=torch.float16), FeatureCache(c_te.path, L, dtype=torch.float16)
     pos = {int(i): j for j, i in enumerate(train_sub.indices)}                     # dataset index -> row in the cache
     t, v = [CachedTokens(c_tr, [pos[int(i)] for i in ix]) for ix in (tr_idx, va_idx)]

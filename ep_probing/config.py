@@ -71,6 +71,7 @@ class RunConfig:
     device:str=None # cpu, cuda or cuda:N (default: CUDA when present)
     workers:int=None # DataLoader worker processes (default: 0 for arrays in memory, else min(8, CPU cores))
     knn:bool=False # also run the k-NN sweep on the cached [CLS] / mean tokens
+    decode:str='auto' # JPEG files: cpu (PIL in the workers), gpu (decode_jpeg on CUDA), auto (gpu on CUDA, else cpu)
     where:ClassVar[tuple] = ('out', 'resume', 'cache_dir', 'device', 'workers', 'knn')   # not part of the result
     def __post_init__(self): self.check()
 

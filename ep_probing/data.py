@@ -5,20 +5,24 @@
 # %% auto #0
 __all__ = ['fmnist_classes', 'fmnist_debian_dir', 'fmnist_url', 'fmnist_sha256', 'fmnist_sample_file', 'read_idx',
            'fmnist_cache_dir', 'fmnist_dirs', 'fmnist_download', 'fmnist_files', 'FashionMNIST', 'array_batches',
-           'to_channels', 'DataError', 'load_image', 'verify_images', 'image_samples', 'image_folder', 'targets_of',
-           'low_shot_indices', 'low_shot', 'stratified_split', 'make_fmnist_sample', 'fmnist_sample',
-           'TransformDataset', 'stream_dls', 'in_memory', 'auto_workers', 'subset_indices']
+           'to_channels', 'DataError', 'load_image', 'verify_images', 'image_samples', 'image_folder', 'jpeg_files',
+           'JpegFiles', 'JpegTransform', 'jpeg_source', 'targets_of', 'low_shot_indices', 'low_shot',
+           'stratified_split', 'make_fmnist_sample', 'fmnist_sample', 'TransformDataset', 'stream_dls', 'in_memory',
+           'auto_workers', 'subset_indices']
 
 # %% ../nbs/06_data.ipynb #cfa5deaa
 import gzip, os, platform, warnings, numpy as np, torch
+from functools import partial
 from pathlib import Path
 from PIL import Image
 from fastcore.basics import patch
 from torch.utils.data import ConcatDataset, Dataset, Subset
 from torchvision.transforms import CenterCrop, Normalize, Resize, ToTensor
+from torchvision.io import ImageReadMode, decode_jpeg
+import torchvision.transforms.v2.functional as F2
 from timm.data import MaybeToTensor
 from .encoders import ConvertImage
-from .core import atomic_write, write_json, file_sha256, asset_path
+from .core import atomic_write, write_json, file_sha256, asset_path, spell
 
 # %% ../nbs/06_data.ipynb #97c30010
 def read_idx(fn:str|Path, # an IDX file, gzipped (`.gz`) or not
@@ -316,6 +320,107 @@ def image_folder(root:str|Path, # `root/<class>/<image>` (torchvision's `ImageFo
     ds.samples = ds.imgs = [s for s in ds.samples if s[0] in ok]
     ds.targets = [y for _, y in ds.samples]
     return ds
+
+# %% ../nbs/06_data.ipynb #ed18151f
+_jpeg_ext = ('.jpg', '.jpeg')
+
+def jpeg_files(ds)->tuple: # `(files, labels, channels)` in item order; None unless every item is a JPEG file
+    "The JPEG files behind `ds`'s items (an `image_folder`, or a dataset of `Files`, through `Subset`s), or None"
+    idx = None
+    while isinstance(ds, Subset):
+        i = np.asarray(ds.indices); idx = i if idx is None else i[idx]; ds = ds.dataset
+    loader, inner = getattr(ds, 'loader', None), getattr(ds, 'ds', None)
+    if getattr(ds, 'transform', None) is not None: return None                   # its items are transformed already
+    if isinstance(loader, partial) and loader.func is load_image and hasattr(ds, 'samples'):
+        files, ch = [f for f, _ in ds.samples], loader.keywords.get('channels')      # an `image_folder`
+    elif isinstance(getattr(inner, 'files', None), list) and hasattr(ds, 'channels'):
+        files, ch = inner.files, ds.channels                                        # `Labelled` of `Files`
+    else: return None
+    files, labels = np.asarray(files, dtype=object), np.asarray(ds.targets, dtype=np.int64)
+    if idx is not None: files, labels = files[idx], labels[idx]
+    if not all(str(f).lower().endswith(_jpeg_ext) for f in files): return None
+    return [str(f) for f in files], labels, ch
+
+# %% ../nbs/06_data.ipynb #b4105960
+def _read_bytes(fn)->torch.Tensor: return torch.frombuffer(bytearray(Path(fn).read_bytes()), dtype=torch.uint8)
+
+class JpegFiles(Dataset):
+    "Items `(the file's bytes as a uint8 tensor, label)`: all a worker does when the device decodes the batch"
+    def __init__(self, files:list, labels): self.files, self.targets = list(files), np.asarray(labels, dtype=np.int64)
+    def __len__(self): return len(self.files)
+    def __getitem__(self, i): return _read_bytes(self.files[i]), int(self.targets[i])
+    def cache_identity(self)->dict: return dict(labels=self.targets, files=self.files)
+    @staticmethod
+    def collate(items:list)->tuple: # `((bytes end to end, lengths (B,)), labels (B,))`
+        "A batch of items: the files' bytes in one tensor with their lengths, and the labels"
+        data, labels = zip(*items)
+        return (torch.cat(data), torch.tensor([len(b) for b in data])), torch.tensor(labels)
+
+# %% ../nbs/06_data.ipynb #ce825ec5
+_read_modes = {None: ImageReadMode.UNCHANGED, 1: ImageReadMode.GRAY, 3: ImageReadMode.RGB}   # channels: 'L', 'RGB'
+
+def _tensor_steps(transform)->dict: # `{'channels': 1 or 3, 'resize': (size, interpolation), 'crop': size, 'norm': ...}`
+    "The eval `transform`'s steps as tensor ops; a `ValueError` naming a step that has none here"
+    steps, tensor = {}, False
+    for t in getattr(transform, 'transforms', [transform]):
+        if isinstance(t, ConvertImage) and t.mode in ('L', 'RGB') and not steps: steps['channels'] = len(t.mode)
+        elif isinstance(t, Resize) and not tensor and t.max_size is None and 'crop' not in steps:
+            steps['resize'] = ([t.size] if isinstance(t.size, int) else list(t.size), t.interpolation)
+        elif isinstance(t, CenterCrop) and not tensor: steps['crop'] = list(t.size)
+        elif isinstance(t, (ToTensor, MaybeToTensor)) and not tensor: tensor = True
+        elif isinstance(t, Normalize) and tensor and 'norm' not in steps: steps['norm'] = (t.mean, t.std)
+        else: raise ValueError(f"the transform's step {t!r} has no tensor version for decode_jpeg; "
+                               f"decode with PIL: {spell('decode', 'cpu')}")
+    if not tensor or 'crop' not in steps:
+        raise ValueError(f"decode_jpeg needs a transform that crops to a fixed size and makes a tensor, not "
+                         f"{transform!r}; decode with PIL: {spell('decode', 'cpu')}")
+    return steps
+
+# %% ../nbs/06_data.ipynb #6e47fc86
+class JpegTransform:
+    "An eval `transform` (resize, center crop, to tensor, normalise) as tensor ops on JPEG bytes decoded on `device`"
+    def __init__(self, transform, # the PIL transform it stands for, e.g. `encoder.transform()`
+                 device='cpu', # where `decode_jpeg` and the tensor ops run
+                 channels:int=None, # decode as grey (1) or RGB (3); None: as the file is
+                ):
+        self.device, self.steps = torch.device(device), _tensor_steps(transform)
+        self.mode = _read_modes[self.steps.get('channels', channels)]         # the transform's conversion wins
+        m, s = self.steps.get('norm', (None, None))
+        self.mean, self.std = [None if v is None else torch.as_tensor(v).view(1, -1, 1, 1) for v in (m, s)]
+    def __call__(self, data:torch.Tensor)->torch.Tensor: return self.batch([data])[0]   # one file's bytes
+    def __repr__(self):
+        r, c = self.steps.get('resize'), self.steps['crop']
+        norm = 'none' if self.mean is None else f"{self.mean.flatten().tolist()} {self.std.flatten().tolist()}"
+        return (f"JpegTransform(decode_jpeg on {self.device.type}, {self.mode.name}, "
+                f"resize {r and (r[0], r[1].value)} antialias uint8, center crop {c}, /255, normalize {norm})")
+
+# %% ../nbs/06_data.ipynb #706a3284
+@patch
+def batch(self:JpegTransform, data, # the files' bytes: uint8 tensors on the CPU, or `(end to end, lengths)`
+         )->torch.Tensor: # `(B, C, H, W)` float on `device`
+    "Decode a batch of JPEG files on the device in one `decode_jpeg` call, then resize, crop and normalise there"
+    if isinstance(data, tuple): data = list(data[0].split(data[1].tolist()))       # as `JpegFiles.collate` gives it
+    try:
+        with warnings.catch_warnings():        # torchvision 0.29 announces that TorchCodec will take its decoders over
+            warnings.simplefilter('ignore', DeprecationWarning)
+            imgs = decode_jpeg(data, mode=self.mode, device=self.device)
+    except RuntimeError as e:
+        raise OSError(f"decode_jpeg on {self.device.type} cannot decode one of a batch of {len(data)} JPEG files "
+                      f"({str(e).splitlines()[0]}); decode with PIL: {spell('decode', 'cpu')}") from None
+    if (r := self.steps.get('resize')): imgs = [F2.resize(x, r[0], r[1], antialias=True) for x in imgs]
+    x = torch.stack([F2.center_crop(x, self.steps['crop']) for x in imgs]).float().div_(255)   # (B, C, H, W)
+    return x if self.mean is None else x.sub_(self.mean.to(x.device)).div_(self.std.to(x.device))
+
+# %% ../nbs/06_data.ipynb #934cce00
+def jpeg_source(dataset, transform, # a dataset of JPEG files (jpeg_files) and its eval transform
+                device, # where to decode
+               )->tuple: # `(JpegFiles, JpegTransform)`
+    "The bytes of `dataset`'s JPEG files and `transform` as tensor ops on `device`; a `ValueError` where not JPEG files"
+    if (found := jpeg_files(dataset)) is None:
+        raise ValueError(f"{spell('decode', 'gpu')} decodes image folders of JPEG files; these items are not "
+                         f"(arrays, other formats, or transformed already): use {spell('decode', 'auto')}")
+    files, labels, channels = found
+    return JpegFiles(files, labels), JpegTransform(transform, device, channels)
 
 # %% ../nbs/06_data.ipynb #c35203f0
 def targets_of(ds)->np.ndarray:

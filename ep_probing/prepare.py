@@ -12,7 +12,7 @@ from torch.utils.data import Subset
 from fastcore.basics import patch
 from .encoders import create_encoder, FrozenEncoder
 from .cache import cache_dls, TokenLoaders
-from .data import stratified_split, subset_indices, stream_dls, auto_workers
+from .data import stratified_split, subset_indices, stream_dls, auto_workers, jpeg_source
 from .datasets import load_data
 from .specs import resolve_specs, build_heads, check_heads
 from .core import spell
@@ -43,6 +43,26 @@ def split_rows(train_ds, test_ds, # the train and test datasets
     if test_size: test_ds = Subset(test_ds, subset_indices(test_ds, test_size, seed).tolist())
     return tr_idx, va_idx, test_ds
 
+# %% ../nbs/10b_prepare.ipynb #6598fd4c
+def _check_decode(c:RunConfig):
+    "A `ValueError` for a `decode` that cannot work on this run's device or with streaming; nothing is built yet"
+    if c.decode not in ('auto', 'cpu', 'gpu'): raise ValueError(f"{spell('decode', c.decode)}: use auto, cpu or gpu")
+    if c.decode == 'gpu' and not str(c.torch_device).startswith('cuda'):
+        raise ValueError(f"{spell('decode', 'gpu')} needs CUDA; this run computes on {c.torch_device}: leave "
+                         f"{spell('decode')} out (PIL decodes on the CPU) or run on a GPU")
+    if c.decode == 'gpu' and c.stream:
+        raise ValueError(f"{spell('decode', 'gpu')} decodes for extraction; {spell('stream', True)} augments "
+                         f"images with PIL in the workers: leave {spell('decode')} out")
+
+def _jpeg_device(c:RunConfig, transform, *datasets)->str: # where `decode_jpeg` runs; None: PIL in the workers
+    "`decode` resolved on the data: the run's GPU for JPEG files and an eval transform it can do ('auto', 'gpu')"
+    if c.decode == 'cpu' or c.stream or not str(c.torch_device).startswith('cuda'): return None
+    try: [jpeg_source(d, transform, c.torch_device) for d in datasets]           # a check; extraction makes its own
+    except ValueError:
+        if c.decode == 'gpu': raise
+        return None
+    return c.torch_device
+
 # %% ../nbs/10b_prepare.ipynb #29f9f9c8
 class Prepared:
     "A run's inputs: frozen encoder, data, seeded stratified train/valid split; DataLoaders of cached tokens or images"
@@ -52,7 +72,7 @@ class Prepared:
                  progress:bool=True, # progress bars while extracting
                  **options, # RunConfig options: layers, train_size, test_size, valid_pct, seed, stream, bs, ...
                 ):
-        self.cfg = c = RunConfig.of(cfg, **options)
+        self.cfg = c = RunConfig.of(cfg, **options); _check_decode(c)                  # before anything is built
         self.device, self.extract_precision = c.torch_device, c.extract_precision       # decided once, by the config
         self.enc = _encoder(encoder, c.layers, self.extract_precision, pretrained=c.pretrained, norm=c.norm,
                             checkpoint=c.checkpoint, img_size=c.img_size)   # built once; `layers` resolved on its depth
@@ -64,6 +84,7 @@ class Prepared:
                                                             c.valid_pct, c.seed)
         self.dim, self.stream, self.bs = self.enc.embed_dim, c.stream, c.bs
         self.workers = auto_workers(self.train_ds) if c.workers is None else c.workers     # None: by the data
+        self.jpeg_device = _jpeg_device(c, self.enc.transform(), self.train_ds, test_ds)  # None: PIL decodes
         self.progress = progress
         self.cache_dir, self.seed = Path(c.cache_dir).expanduser(), c.seed
 
@@ -75,7 +96,8 @@ def loaders(self:Prepared)->TokenLoaders:
         self._loaders = (TokenLoaders(*stream_dls(self.enc.to(self.device), self.train_ds, self.test_ds, self.tr_idx,
                                                   self.va_idx, self.bs, self.workers, self.device)) if self.stream else
                          cache_dls(self.enc, self.train_ds, self.test_ds, self.tr_idx, self.va_idx, self.bs,
-                                   self.cache_dir, self.name, self.workers, self.progress, self.device))
+                                   self.cache_dir, self.name, self.workers, self.progress, self.device,
+                                   self.jpeg_device))
     return self._loaders
 
 Prepared.dls = property(lambda self: self.loaders.dls, doc="training and validation `DataLoaders`")

@@ -29,7 +29,9 @@ define_steps() {
   step ddp_nccl               "torchrun --nproc_per_node=1 --master_port=29547 tests/gpu_ddp.py $OUT/ddp --epochs 1"
   step scale_vitb             "ep_bench_train --only scale --model vit_base_patch16_224 --sizes 512,1024,2048 --bs 128 --workers 8 --out $OUT/scale"
   step ep_probe_ddp           "$TIMEV torchrun --nproc_per_node=$NGPU --master_port=29549 --no-python ep_probe --device cuda --out $OUT/ep_probe_ddp --cache_dir $WORK/cache_ddp"
-  step ep_probe_times         "$PY tests/gpu_times.py $OUT/times --device cuda --cache_dir $WORK/cache_times"
+  step ep_probe_times         "$PY tests/gpu_times.py $OUT/times --device cuda --cache_dir $WORK/cache_times --imports"
+  step head_compile           "$PY tests/gpu_step.py $OUT/step --device cuda --modes eager,fused,compile,graphs"
+  step decode                 "$PY tests/gpu_decode.py $OUT/decode --device cuda --n 1024 --bs 128 --workers 8 --model vit_base_patch16_224 --work $WORK/decode"
 }
 CUDA_NOTEBOOKS="nbs/04a_zoo.ipynb nbs/05_encoders.ipynb"   # the notebooks with `#| cuda` cells (grep -l '#| cuda' nbs/*.ipynb nbs/tutorials/*.ipynb)
 CUDA_TESTS="tests/test_cuda.py"                            # the test files with `pytest.mark.cuda` tests (other files need packages a GPU image may lack)

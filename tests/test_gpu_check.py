@@ -12,7 +12,7 @@ def snapshot(d): return sorted((str(p), p.stat().st_mtime_ns) for p in d.rglob('
 def test_dry_run_checks_every_step_and_writes_nothing():
     steps = [l.split('\t')[0] for l in sh('--list').stdout.splitlines()]
     assert {'device', 'pytest_cuda', 'bench_fp32', 'bench_zoo', 'ep_probe', 'ep_probe_stream', 'pretrain', 'ddp_nccl',
-            'scale_vitb', 'ep_probe_ddp', 'ep_probe_times'} <= set(steps), steps
+            'scale_vitb', 'ep_probe_ddp', 'ep_probe_times', 'head_compile', 'decode'} <= set(steps), steps
     gpu = repo/'nbs'/'data'/'gpu'; before = snapshot(gpu)
     r = sh('--dry_run')
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
@@ -66,13 +66,38 @@ def test_times_harness_takes_the_default_job_apart_on_cpu(tmp_path):
     "The harness of the ep_probe_times step, on the CPU and a tiny job: every stage timed, the parts add up to the run"
     env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS='1', MPLBACKEND='Agg')
     r = subprocess.run([sys.executable, str(repo/'tests'/'gpu_times.py'), str(tmp_path/'t'), '--device', 'cpu', '--train_size', '200',
-                        '--test_size', '100', '--epochs', '1', '--probes', 'gap,ep', '--cache_dir', str(tmp_path/'c')],
+                        '--test_size', '100', '--epochs', '1', '--probes', 'gap,ep', '--cache_dir', str(tmp_path/'c'), '--imports'],
                        capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     d = json.loads((tmp_path/'t'/'times.json').read_text()); t = d['times']
-    assert set(t) == {'startup_s', 'import_s', 'cuda_init_s', 'run_s', 'extraction_s', 'verification_s', 'training_s',
-                      'figure_meta_s', 'bootstrap_s', 'rest_s', 'total_s'}, t
-    assert t['extraction_s'] > 0 and t['training_s'] > 0 and t['bootstrap_s'] > 0 and t['rest_s'] >= 0   # gap vs ep: a bootstrap
-    parts = sum(t[k] for k in ('extraction_s', 'verification_s', 'training_s', 'figure_meta_s', 'bootstrap_s', 'rest_s'))
-    assert abs(parts - t['run_s']) < 0.01 and t['total_s'] > t['run_s'] + t['import_s']
+    stages = ('encoder_s', 'data_s', 'heads_s', 'extraction_s', 'verification_s', 'training_s', 'test_eval_s',
+              'figure_meta_s', 'publish_s', 'bootstrap_s', 'rest_s')
+    assert set(t) == {'interpreter_s', 'startup_s', 'import_s', 'cuda_init_s', 'run_s', 'total_s', *stages}, t
+    assert all(t[k] > 0 for k in stages if k != 'rest_s') and t['rest_s'] >= 0   # gap vs ep: a bootstrap
+    assert abs(sum(t[k] for k in stages) - t['run_s']) < 0.01 and t['total_s'] > t['run_s'] + t['import_s']
     assert 'test top-1' in d['report'] and (tmp_path/'t'/'run'/'results.csv').exists()
+    assert {'torch', 'ep_probing'} <= set(d['imports']) and d['cpu'] and 'imports (python -X importtime' in r.stdout
+
+def test_step_harness_times_the_default_grid_on_cpu(tmp_path):
+    "The harness of the head_compile step, on the CPU and tiny: eager and fused AdamW, the same losses; graphs refused"
+    env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS='1')
+    cmd = [sys.executable, str(repo/'tests'/'gpu_step.py'), str(tmp_path/'s'), '--device', 'cpu', '--steps', '2',
+           '--warmup', '1', '--bs', '8', '--tokens', '4', '--dim', '32']
+    r = subprocess.run(cmd + ['--modes', 'eager,fused'], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = json.loads((tmp_path/'s'/'step.json').read_text())['rows']
+    assert [(x['mode'], x['heads']) for x in rows] == [('eager', 20), ('fused', 20)] and all(x['ms_per_step'] > 0 for x in rows)
+    assert rows[1]['loss_rel_diff'] < 1e-3, rows               # fused AdamW: the same arithmetic, up to rounding
+    r = subprocess.run(cmd + ['--modes', 'graphs'], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode != 0 and 'needs --device cuda' in r.stderr
+
+def test_decode_harness_compares_pil_and_decode_jpeg_on_cpu(tmp_path):
+    "The harness of the decode step, on the CPU and tiny: PIL and bytes + decode_jpeg rates, extraction both ways"
+    env = dict(os.environ, PYTHONPATH=str(repo), OMP_NUM_THREADS='1')
+    r = subprocess.run([sys.executable, str(repo/'tests'/'gpu_decode.py'), str(tmp_path/'d'), '--device', 'cpu', '--n', '8',
+                        '--bs', '4', '--workers', '1', '--model', 'vit_tiny_patch16_224', '--work', str(tmp_path/'w')],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    d = json.loads((tmp_path/'d'/'decode.json').read_text())
+    assert set(d['decode_images_per_s']) == {'pil', 'bytes_cpu'} and set(d['extraction_images_per_s']) == {'pil', 'bytes_cpu'}
+    assert all(v > 0 for v in d['decode_images_per_s'].values()) and 0 < d['tokens_rel_diff'] < 0.05, d
