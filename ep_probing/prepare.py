@@ -45,14 +45,10 @@ def split_rows(train_ds, test_ds, # the train and test datasets
 
 # %% ../nbs/10b_prepare.ipynb #6598fd4c
 def _check_decode(c:RunConfig):
-    "A `ValueError` for a `decode` that cannot work on this run's device or with streaming; nothing is built yet"
-    if c.decode not in ('auto', 'cpu', 'gpu'): raise ValueError(f"{spell('decode', c.decode)}: use auto, cpu or gpu")
+    "A `ValueError` for a `decode` that cannot work on this run's device; nothing is built yet"
     if c.decode == 'gpu' and not str(c.torch_device).startswith('cuda'):
         raise ValueError(f"{spell('decode', 'gpu')} needs CUDA; this run computes on {c.torch_device}: leave "
                          f"{spell('decode')} out (PIL decodes on the CPU) or run on a GPU")
-    if c.decode == 'gpu' and c.stream:
-        raise ValueError(f"{spell('decode', 'gpu')} decodes for extraction; {spell('stream', True)} augments "
-                         f"images with PIL in the workers: leave {spell('decode')} out")
 
 def _jpeg_device(c:RunConfig, transform, *datasets)->str: # where `decode_jpeg` runs; None: PIL in the workers
     "`decode` resolved on the data: the run's GPU for JPEG files and an eval transform it can do ('auto', 'gpu')"

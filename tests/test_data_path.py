@@ -100,4 +100,4 @@ def test_decode_gpu_is_refused_on_the_cpu_in_one_line(tmp_path, monkeypatch, cap
     assert code == 2 and len(errors) == 1 and errors[0].startswith('ep_probe: error: --decode gpu needs CUDA;'), err
     assert 'Traceback' not in err and not (tmp_path/'c').exists() and not any(out.glob('*.csv'))
     code, _, err = run_cli(ep_probe, monkeypatch, capsys, ['--decode', 'nvjpeg', '--device', 'cpu', '--out', out])
-    assert code == 2 and 'ep_probe: error: --decode nvjpeg: use auto, cpu or gpu' in err, err
+    assert code == 2 and 'ep_probe: error: --decode nvjpeg: use auto, cpu, gpu' in err, err

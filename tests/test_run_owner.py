@@ -57,7 +57,9 @@ def test_wd_default_and_resume_refusal(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize('args, msg', [(['--wd', '-1'], '--wd -1.0: weight decay is a finite number'),
                                        (['--device', 'tpu'], "--device tpu: use cpu, cuda, cuda:N"),
-                                       (['--opt', 'sgd'], '--opt sgd: use adamw, lars')])
+                                       (['--opt', 'sgd'], '--opt sgd: use adamw, lars'),
+                                       (['--decode', 'nvjpeg'], '--decode nvjpeg: use auto, cpu, gpu'),
+                                       (['--decode', 'gpu', '--stream'], '--decode gpu decodes for extraction; --stream')])
 def test_config_checks_before_torch_loads(args, msg):
     code = ("import sys; sys.argv = ['ep_probe', *sys.argv[1:]]; from ep_probing.cli import ep_probe_main\n"
             "try: ep_probe_main()\nexcept SystemExit as e: print(e.code, 'torch' in sys.modules)")
