@@ -66,3 +66,16 @@ def test_config_checks_before_torch_loads(args, msg):
     r = subprocess.run([sys.executable, '-c', code, *args], capture_output=True, text=True, timeout=300)
     assert r.stdout.split() == ['2', 'False'], (r.stdout, r.stderr)
     assert r.stderr.startswith('ep_probe: error: ') and msg in r.stderr, r.stderr
+
+
+def test_recipe_yields_to_a_flag_written_at_its_default(monkeypatch, capsys):
+    "`ep_probe --recipe paper --epochs 10`: 10 epochs, although 10 is also the plain default (the recipe gives 90)"
+    import ep_probing.pipeline as pipeline
+    seen = {}
+    def stop(encoder, data, probes, cfg): seen['cfg'] = cfg; raise ValueError('stopped before any work')
+    monkeypatch.setattr(pipeline, 'run_probing', stop)
+    code, _, err = run_cli(monkeypatch, capsys, ['--recipe', 'paper', '--epochs', '10', '--opt=adamw'])
+    assert code == 2 and 'stopped before any work' in err, err
+    assert (seen['cfg'].epochs, seen['cfg'].opt, seen['cfg'].accum_bs) == (10, 'adamw', RunConfig.paper().accum_bs)
+    run_cli(monkeypatch, capsys, ['--recipe', 'paper'])                          # nothing written: the recipe's values
+    assert (seen['cfg'].epochs, seen['cfg'].opt) == (RunConfig.paper().epochs, 'lars')
