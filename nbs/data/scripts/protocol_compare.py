@@ -25,7 +25,8 @@ def load_results(folder)->dict:
     for r in rows:
         c = unpack_correct(r['test_correct'], int(r['n_test']))
         if abs(c.mean() - r['test_top1']) > 1e-9:
-            raise ValueError(f"{folder}: {r['probe']}'s test_top1 {r['test_top1']} is not its per-image mean {c.mean()}")
+            raise ValueError(f"{folder}: {r['probe']}'s test_top1 {r['test_top1']} is not its per-image mean "
+                             f"{c.mean()}")
         out[r['probe']] = dict(top1=100 * c.mean(), head=r['head'], best_epoch=int(r['best_epoch']), correct=c)
     return out
 
@@ -66,7 +67,7 @@ def selection_table(folder, n_boot:int=10_000, seed:int=0)->pd.DataFrame:
             raise ValueError(f"{folder}: {p}'s chosen head {r['head']} at epoch {r['best_epoch']} is not in "
                              "test_curve.jsonl with the same per-image results")
         g = cur[cur.probe == p]
-        ep = g[g['head'] == r['head']].loc[lambda d: d.test_top1.idxmax()]      # first best epoch: ties keep the earliest
+        ep = g[g['head'] == r['head']].loc[lambda d: d.test_top1.idxmax()]     # ties: the earliest best epoch
         anyh = g.loc[g.test_top1.idxmax()]
         e_ci = paired_bootstrap(ep.bits, r['correct'], n_boot=n_boot, seed=seed)
         a_ci = paired_bootstrap(anyh.bits, r['correct'], n_boot=n_boot, seed=seed)
