@@ -83,6 +83,12 @@ def selection_table(folder, n_boot:int=10_000, seed:int=0)->pd.DataFrame:
 def ci(d, lo, hi)->str: return f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]"
 
 
+def md_table(df:pd.DataFrame)->str:
+    "A frame of strings as a markdown table (no tabulate needed)"
+    rows = [list(df.columns), ['---'] * len(df.columns), *df.astype(str).values.tolist()]
+    return '\n'.join('| ' + ' | '.join(map(str, r)) + ' |' for r in rows)
+
+
 def markdown(t:pd.DataFrame, sel:pd.DataFrame)->str:
     "Both tables as text: the protocols side by side, then the selection inflation"
     a = pd.DataFrame({'probe': [names.get(p, p) for p in t.index], 'default top-1': t.default_top1.map('{:.2f}'.format),
@@ -96,7 +102,7 @@ def markdown(t:pd.DataFrame, sel:pd.DataFrame)->str:
                                                                              'epoch_gain_hi']].values],
                       'grid point and epoch on test: gain [95% CI]': [ci(*r) for r in sel[['head_gain', 'head_gain_lo',
                                                                                             'head_gain_hi']].values]})
-    return a.to_markdown(index=False) + '\n\n' + b.to_markdown(index=False) + '\n'
+    return md_table(a) + '\n\n' + md_table(b) + '\n'
 
 
 if __name__ == '__main__':

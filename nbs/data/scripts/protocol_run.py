@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from fastai.callback.core import Callback
 from ep_probing.cli import run_config
-from ep_probing.config import precision_dtype
+from ep_probing.config import RunConfig, precision_dtype
 from ep_probing.engine import unwrap
 from ep_probing.fit import fit_probes, evaluate_probes, accum_batch, check_epoch_batch
 from ep_probing.pipeline import _write_meta
@@ -58,7 +58,8 @@ class TestCurve(Callback):
 
 def run(encoder='mae_fmnist', data='fashion_mnist_sample', probes='lp,gap,ep,mhca', recipe=None, **options):
     "`run_probing`'s steps with a `TestCurve`; returns the `ProbeFit`"
-    cfg = run_config(recipe, **options)
+    # every option given wins over the recipe, also one equal to RunConfig's default (stream=False after --recipe paper)
+    cfg = RunConfig.of(run_config(recipe, **options), **options)
     record = dict(encoder=encoder, data=data, probes=probes)
     accum_batch(cfg.bs, cfg.accum_bs)
     folder = RunFolder(cfg.out, cfg.resume)
