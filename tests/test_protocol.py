@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np, pytest, torch
 from fastai.data.core import DataLoaders
 from ep_probing.stats import pack_correct, paired_bootstrap
-from ep_probing.fit import fit_probes
+from ep_probing.fit import fit_probes, probe_learner
 
 scripts = Path(__file__).parents[1]/'nbs'/'data'/'scripts'
 
@@ -97,3 +97,13 @@ def test_test_curve_matches_the_runs_final_test_evaluation(tmp_path):
     for h, r in fit.heads.iterrows():                                # the best epoch's row is the final evaluation
         mine = [x for x in rows if x['head'] == h and x['epoch'] == r.best_epoch]
         assert len(mine) == 1 and mine[0]['correct'] == r.test_correct and mine[0]['test_top1'] == r.test_top1
+
+def test_test_curve_skips_the_epochs_a_resume_skips(tmp_path):
+    run = _load('protocol_run')
+    dls = DataLoaders.from_dsets(_tokens(64, 0), _tokens(32, 1), bs=16, shuffle=True)
+    test_dl = DataLoaders.from_dsets(_tokens(24, 2), bs=16, shuffle=False).train
+    test_dl.shuffle, test_dl.drop_last = False, False
+    learn = probe_learner(dls, ['gap'], 3, 16, layer_order=[0])
+    learn.fit(3, cbs=[run.TestCurve(test_dl, tmp_path/'curve.jsonl')], start_epoch=2)   # as a resume after epoch 2
+    rows = [json.loads(l) for l in (tmp_path/'curve.jsonl').read_text().splitlines()]
+    assert [r['epoch'] for r in rows] == [2]          # epochs 0 and 1 were not run: no rows that would replace theirs

@@ -43,7 +43,11 @@ class TestCurve(Callback):
             self.toks = toks
         return self.toks
 
+    def after_validate(self): self.validated = True   # epochs a resume skips run after_epoch but never validate
+
     def after_epoch(self):
+        if not getattr(self, 'validated', False): return
+        self.validated = False
         model, t0 = unwrap(self.learn.model), time.perf_counter()
         res = evaluate_probes(model, self._tokens(model), precision=self.precision, per_image=True)
         specs = model.specs
