@@ -107,3 +107,15 @@ def test_test_curve_skips_the_epochs_a_resume_skips(tmp_path):
     learn.fit(3, cbs=[run.TestCurve(test_dl, tmp_path/'curve.jsonl')], start_epoch=2)   # as a resume after epoch 2
     rows = [json.loads(l) for l in (tmp_path/'curve.jsonl').read_text().splitlines()]
     assert [r['epoch'] for r in rows] == [2]          # epochs 0 and 1 were not run: no rows that would replace theirs
+
+def test_the_slim_copy_gives_the_same_selection(tmp_path):
+    rng, n = np.random.default_rng(2), 200
+    c = {(e, h): _bits(rng, n, .5 + .1 * e) for e in range(4) for h in ('ep_blr=0.1', 'ep_blr=1.0')}
+    f = _run(tmp_path/'r', {'ep': c[1, 'ep_blr=1.0']}, heads={'ep': 'ep_blr=1.0'}, epochs={'ep': 1})
+    _curve(f, [(e, h, b) for (e, h), b in c.items()])
+    full = cmp_.selection_table(f, n_boot=200)
+    d = cmp_.slim(f, tmp_path/'copy')
+    assert not (d/'test_curve.jsonl').exists() and len((d/'test_curve_bits.jsonl').read_text().splitlines()) <= 3
+    assert cmp_.selection_table(d, n_boot=200).equals(full)
+    (d/'test_curve_bits.jsonl').write_text('')                       # the bits the table reads are gone: it says so
+    with pytest.raises(ValueError, match="not in test_curve.jsonl"): cmp_.selection_table(d, n_boot=10)

@@ -10,7 +10,10 @@ correctness after every epoch). Writes into `--out`:
 - `selection.csv`: per run and probe, the test top-1 of the held-out choice (grid point and epoch chosen on
   validation: what the run reports), of the same head at its best TEST epoch, and of the best head and epoch on
   TEST (the paper code's practice), each inflation in points with its paired interval;
-- `compare.md`: both tables as text."""
+- `compare.md`: both tables as text.
+With `--copy`, each run of `--paper`/`--also` is first copied into `--out/NAME` (`slim`: results.json, meta.json,
+grid.csv, the test curve's top-1 per head and epoch, and the per-image rows the selection reads), and the tables
+are built from the copies, so that the committed tables can be rebuilt from the committed files."""
 import argparse, json
 from pathlib import Path
 import numpy as np, pandas as pd
@@ -51,24 +54,52 @@ def protocol_table(default:dict, paper:dict, # load_results of the two runs, tes
 
 
 def read_curve(folder)->pd.DataFrame:
-    "test_curve.jsonl as a frame, the last row of each (epoch, head): a resumed run's repeated epoch replaces it"
-    rows = [json.loads(l) for l in (Path(folder)/'test_curve.jsonl').read_text().splitlines() if l.strip()]
-    return pd.DataFrame(rows).drop_duplicates(['epoch', 'head'], keep='last').reset_index(drop=True)
+    "The test curve, the last row of each (epoch, head): test_curve.jsonl, or the slim copy `slim` writes"
+    f = Path(folder)
+    if (f/'test_curve.jsonl').is_file():
+        rows = [json.loads(l) for l in (f/'test_curve.jsonl').read_text().splitlines() if l.strip()]
+        return pd.DataFrame(rows).drop_duplicates(['epoch', 'head'], keep='last').reset_index(drop=True)
+    cur = pd.read_csv(f/'test_curve.csv')                               # every row's top-1, in the same order
+    bits = {(r['epoch'], r['head']): r['correct'] for r in map(json.loads, (f/'test_curve_bits.jsonl').open())}
+    cur['correct'] = [bits.get(k) for k in zip(cur.epoch, cur['head'])]
+    return cur
+
+
+def slim(folder, dest)->Path:
+    "Copy a run's results.json, meta.json and grid.csv, and its test curve with only the per-image rows selected"
+    src, dest = Path(folder), Path(dest); dest.mkdir(parents=True, exist_ok=True)
+    for n in ('results.json', 'meta.json', 'grid.csv'):
+        if (src/n).is_file(): (dest/n).write_bytes((src/n).read_bytes())
+    cur, sel = read_curve(src), selection_table(src, n_boot=10)
+    keep = {(int(e), h) for p, r in sel.iterrows() for e, h in ((r.heldout_epoch, r.heldout_head),
+                                                              (r.test_epoch, r.heldout_head),
+                                                              (r.test_head_epoch, r.test_head))}
+    cur.drop(columns='correct').to_csv(dest/'test_curve.csv', index=False)
+    with open(dest/'test_curve_bits.jsonl', 'w') as f:
+        for r in cur.itertuples():
+            if (int(r.epoch), r.head) in keep:
+                f.write(json.dumps(dict(epoch=int(r.epoch), head=r.head, correct=r.correct)) + '\n')
+    return dest
+
+
+def _has(b)->bool: return isinstance(b, np.ndarray)
 
 
 def selection_table(folder, n_boot:int=10_000, seed:int=0)->pd.DataFrame:
     "Per probe: the held-out choice's test top-1, and how much choosing the epoch (or head and epoch) on TEST adds"
     res, cur = load_results(folder), read_curve(folder)
-    cur['bits'] = [unpack_correct(s, int(n)) for s, n in zip(cur.correct, cur.n_test)]
+    cur['bits'] = [unpack_correct(s, int(n)) if isinstance(s, str) else None for s, n in zip(cur.correct, cur.n_test)]
     rows = []
     for p, r in res.items():
         mine = cur[(cur['head'] == r['head']) & (cur.epoch == r['best_epoch'])]
-        if len(mine) != 1 or not np.array_equal(mine.bits.iloc[0], r['correct']):
+        if len(mine) != 1 or not _has(mine.bits.iloc[0]) or not np.array_equal(mine.bits.iloc[0], r['correct']):
             raise ValueError(f"{folder}: {p}'s chosen head {r['head']} at epoch {r['best_epoch']} is not in "
                              "test_curve.jsonl with the same per-image results")
         g = cur[cur.probe == p]
         ep = g[g['head'] == r['head']].loc[lambda d: d.test_top1.idxmax()]     # ties: the earliest best epoch
         anyh = g.loc[g.test_top1.idxmax()]
+        if not (_has(ep.bits) and _has(anyh.bits)): raise ValueError(f"{folder}: the test curve lacks the per-image "
+                                                                  f"results of a row {p}'s selection reads")
         e_ci = paired_bootstrap(ep.bits, r['correct'], n_boot=n_boot, seed=seed)
         a_ci = paired_bootstrap(anyh.bits, r['correct'], n_boot=n_boot, seed=seed)
         rows.append(dict(probe=p, heldout_top1=r['top1'], heldout_head=r['head'], heldout_epoch=r['best_epoch'],
@@ -111,11 +142,12 @@ if __name__ == '__main__':
     ap.add_argument('--paper', required=True)
     ap.add_argument('--also', nargs='*', default=[])          # NAME=RUN: further runs with a test curve
     ap.add_argument('--out', required=True)
+    ap.add_argument('--copy', action='store_true')          # slim copies of the runs into --out/NAME (then read)
     a = ap.parse_args()
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
-    t = protocol_table(load_results(a.default), load_results(a.paper))
     runs = {'paper': a.paper, **dict(s.split('=', 1) for s in a.also)}
-    if (Path(a.default)/'test_curve.jsonl').is_file(): runs = {'default': a.default, **runs}
+    if a.copy: runs = {k: str(slim(v, out/k)) for k, v in runs.items()}
+    t = protocol_table(load_results(a.default), load_results(runs['paper']))
     sel = pd.concat({k: selection_table(v).reset_index() for k, v in runs.items()}, names=['run', 'row'])
     sel = sel.reset_index(level='row', drop=True)
     t.to_csv(out/'compare.csv', float_format='%.4f')
