@@ -72,7 +72,8 @@ class RunConfig:
     workers:int=None # DataLoader worker processes (default: 0 for arrays in memory, else min(8, CPU cores))
     knn:bool=False # also run the k-NN sweep on the cached [CLS] / mean tokens
     decode:str='auto' # JPEG files: cpu (PIL in the workers), gpu (decode_jpeg on CUDA), auto (gpu on CUDA, else cpu)
-    where:ClassVar[tuple] = ('out', 'resume', 'cache_dir', 'device', 'workers', 'knn')   # not part of the result
+    logreg:bool=False # also fit a logistic regression (C chosen on validation) on the cached [CLS] / mean token
+    where:ClassVar[tuple] = ('out', 'resume', 'cache_dir', 'device', 'workers', 'knn', 'logreg')  # not in the result
     def __post_init__(self): self.check()
 
 # %% ../nbs/08a_config.ipynb #394dc005

@@ -74,7 +74,7 @@ def logreg_eval(c_tr, c_te, # the training and test FeatureCaches
                 kinds=('cls', 'gap'), # global features: the [CLS] token, the mean patch token (global_features)
                 device:str='cpu', **kwargs, # where to fit; logreg_sweep's options
                )->dict:
-    "`{kind: {'top1', 'C', 'val_top1', 'fit_s', 'params', 'sweep'}}`: logistic regression per global feature"
+    "`{kind: {'top1', 'C', 'val_top1', 'fit_s', 'params', 'sweep', 'correct'}}`: logistic regression per global feature"
     tr_idx, va_idx, res = np.asarray(tr_idx), np.asarray(va_idx), {}
     y_tr, y_va, y_te = (torch.as_tensor(c.labels[i]) for c, i in ((c_tr, tr_idx), (c_tr, va_idx), (c_te, slice(None))))
     for kind in kinds:
@@ -82,7 +82,7 @@ def logreg_eval(c_tr, c_te, # the training and test FeatureCaches
         f = lambda c, rows: cache_global_features(c, rows, layer, kind).to(device)
         t = time.perf_counter()
         sweep, m = logreg_sweep(f(c_tr, tr_idx), y_tr.to(device), f(c_tr, va_idx), y_va.to(device), **kwargs)
-        top1 = (m.predict(f(c_te, np.arange(len(c_te)))) == y_te.to(device)).double().mean().item()
-        res[kind] = dict(top1=top1, C=m.C, val_top1=float(sweep.val_top1.max()), fit_s=time.perf_counter() - t,
-                         params=m.num_params, sweep=sweep)
+        ok = (m.predict(f(c_te, np.arange(len(c_te)))) == y_te.to(device)).cpu().numpy()   # (n_test,) in cache order
+        res[kind] = dict(top1=float(ok.mean()), C=m.C, val_top1=float(sweep.val_top1.max()),
+                         fit_s=time.perf_counter() - t, params=m.num_params, sweep=sweep, correct=ok)
     return res

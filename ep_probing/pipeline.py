@@ -10,7 +10,7 @@ import contextlib, hashlib, json, time, warnings
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-import pandas as pd
+import numpy as np, pandas as pd
 from torch.utils.data import Subset
 from .config import RunConfig, init_distributed
 from .run_folder import RunFolder
@@ -18,18 +18,20 @@ from .prepare import Prepared
 from .fit import fit_probes, accum_batch, check_epoch_batch, ProbeFit, halving_epoch
 from .core import Interrupted, write_json, spell
 from .knn import knn_eval, knn_best
-from .stats import vs_best
+from .logreg import logreg_eval
+from .stats import vs_best, pack_correct
 from .cli import ep_probe  # noqa: F401 (the command lives with the console scripts; documented here)
 
 # %% ../nbs/11_pipeline.ipynb #f6b98818
 @dataclass
 class ProbeRun:
-    "What `run_probing` returns: its fit (learner, heads, results, grid), inputs, facts, times and k-NN sweeps"
+    "What `run_probing` returns: its fit (learner, heads, results, grid), inputs, facts, times, k-NN and logreg"
     fit:ProbeFit # fit_probes' result: the learner with the best heads loaded, and the tables
     prepared:'Prepared' # the run's inputs: encoder, data, split, loaders
     meta:dict # facts recorded with every saved head (encoder, weights, data, layers...)
     times:dict # seconds: `total_s`
     knn:dict=None # `{kind: DataFrame}` of k-NN sweeps (`knn=True`)
+    logreg:dict=None # the logistic-regression row (`logreg=True`): top-1s, `C`, params, seconds
     learn = property(lambda self: self.fit.learn, doc="the fastai `Learner`")
     model = property(lambda self: self.fit.model, doc="the `ProbeSet`")
     specs = property(lambda self: self.fit.specs, doc="`{key: ProbeSpec}` of every head")
@@ -65,8 +67,8 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
         fit = fit_probes(dls, specs, len(p.classes), p.dim, cfg, out=folder, progress=progress and w, meta=p.meta,
                          test_dl=p.test_dl, encoder=p.enc if p.stream else None, layer_order=p.layers, depth=p.depth,
                          heads=heads, record=record, finish=partial(_write_meta, p=p, cfg=cfg))
-        knn = _knn(p, True, cfg.out if w else None) if cfg.knn else None     # the k-NN sweeps, when asked for
-        return ProbeRun(fit, p, p.meta, dict(total_s=time.perf_counter() - t0), knn)
+        knn, lr = (_knn(p, True, cfg.out if w else None) if cfg.knn else None), _logreg(p, cfg, w)   # when asked for
+        return ProbeRun(fit, p, p.meta, dict(total_s=time.perf_counter() - t0), knn, lr)
 
 # %% ../nbs/11_pipeline.ipynb #215ba38b
 def _write_meta(learn, folder, p, cfg:RunConfig):
@@ -80,6 +82,20 @@ def _write_meta(learn, folder, p, cfg:RunConfig):
                **{k: v for k, v in cfg.record().items() if k not in p.meta})
     write_json(Path(folder)/'meta.json', rec, default=str)
 
+# %% ../nbs/11_pipeline.ipynb #eddac106
+def _logreg(p:Prepared, cfg:RunConfig=None, writer:bool=True)->dict:
+    "Logistic regression on the run's cached [CLS] token (mean token without one), `C` chosen on validation"
+    if (cfg is not None and not cfg.logreg) or not writer or p.stream: return None    # rank 0 alone; cached tokens
+    c_tr, layer = p.train_cache, p.layers[-1]
+    kind = 'cls' if c_tr.num_prefix_tokens else 'gap'
+    va = np.setdiff1d(np.arange(len(c_tr)), p.train_rows)          # the validation rows: the rest of the train cache
+    r = logreg_eval(c_tr, p.test_cache, p.train_rows, va, layer, kinds=(kind,))[kind]
+    row = dict(probe='logreg', feature=kind, layer=layer, C=r['C'], top1=r['val_top1'], test_top1=r['top1'],
+               n_test=len(r['correct']), params=r['params'], fit_s=r['fit_s'], test_correct=pack_correct(r['correct']),
+               sweep={f'{c:g}': v for c, v in r['sweep'].val_top1.items()})
+    if cfg is not None and cfg.out is not None: write_json(Path(cfg.out)/'logreg.json', row)
+    return row
+
 # %% ../nbs/11_pipeline.ipynb #9b279c05
 def _knn(p:Prepared, knn:bool, out)->dict:
     "k-NN sweeps on the run's cached tokens (written to `out/knn.json`), when asked for"
@@ -92,21 +108,31 @@ def _knn(p:Prepared, knn:bool, out)->dict:
         write_json(Path(out)/'knn.json', knn_best(res))
     return res
 
+# %% ../nbs/11_pipeline.ipynb #71dca740
+def _with_logreg(r:pd.DataFrame, lr:dict=None)->pd.DataFrame:
+    "The results with the logistic-regression row last (its blr column says its `C`; no epochs)"
+    if not lr: return r.copy()
+    row = {k: lr[k] for k in ('layer', 'params', 'top1', 'test_top1', 'n_test', 'test_correct')}
+    row.update(name='logreg', train_s=lr['fit_s'], blr=float('nan'), at_edge=False)
+    return pd.concat([r, pd.DataFrame([row], index=pd.Index(['logreg'], name=r.index.name))])
+
 # %% ../nbs/11_pipeline.ipynb #1971a80a
 def results_table(learn)->str:
     "The run's results as text: test top-1 (best validation epoch and grid point), chosen learning rate, params, time"
-    r = learn.results.copy()
+    lr = getattr(learn, 'logreg', None); r = _with_logreg(learn.results, lr)
     if 'blr' in r:
         r['blr'] = [f"{b:g}{' (edge)' if e else ''}" for b, e in zip(r.blr, r.get('at_edge', [False] * len(r)))]
     cols = {'layer': 'layer', 'test_top1': 'test top-1', 'top1': 'val top-1', 'best_epoch': 'best epoch', 'blr': 'blr',
             'params': 'params', 'train_s': 'train s', 's_per_epoch': 's/epoch'}
-    vs = vs_best(learn.results)
+    vs = vs_best(r)
     r = r[[c for c in cols if c in r]].rename(columns=cols)
     for c in ('test top-1', 'val top-1'):
         if c in r: r[c] = (100 * r[c]).map('{:.2f}'.format)
     if vs is not None: r.insert(r.columns.get_loc('test top-1') + 1, 'vs best [95% CI]', vs)
-    for c in ('train s', 's/epoch'): r[c] = r[c].map('{:.1f}'.format)
+    for c in ('train s', 's/epoch'): r[c] = r[c].map(lambda v: '-' if pd.isna(v) else f'{v:.1f}')
+    if 'best epoch' in r: r['best epoch'] = r['best epoch'].map(lambda v: '-' if pd.isna(v) else f'{int(v)}')
     r['params'] = r['params'].map('{:,}'.format)
+    if lr: r.loc['logreg', 'blr'] = f"C={lr['C']:g}"                     # logistic regression's one setting
     return r.to_string()
 
 # %% ../nbs/11_pipeline.ipynb #bc6077fe
@@ -131,7 +157,7 @@ def _heads_line(heads:int, probes:int)->str:
 
 # %% ../nbs/11_pipeline.ipynb #14bde27c
 def _notes(run:ProbeRun)->list:
-    "Lines under the table: what a reader of it must know (random weights, LP on GAP, grid edges, k-NN)"
+    "Lines under the table: what a reader of it must know (random weights, LP on GAP, grid edges, k-NN, logreg)"
     r, notes = run.results, []
     if run.meta['weights'] == 'random init':
         notes.append("random init: the encoder's weights are random (--random_init); "
@@ -141,6 +167,10 @@ def _notes(run:ProbeRun)->list:
                      "so LP reads the mean of the patch tokens (GAP), as in the paper")
     if r.get('at_edge', pd.Series(dtype=bool)).any():
         notes.append("(edge): the chosen learning rate is at the edge of its grid; widen it with --blrs")
+    if lr := run.logreg:
+        tok = {'cls': 'the [CLS] token', 'gap': 'the mean patch token'}[lr['feature']]
+        notes.append(f"logreg: logistic regression (L-BFGS) on {tok} of layer {lr['layer']}, C={lr['C']:g} chosen on "
+                     f"validation over 1e-4..1e4; the whole sweep took {lr['fit_s']:.1f}s")
     return notes + [f"k-NN on {kind}: best top-1 {100 * b['top1']:.2f} (k={b['k']}, T={b['T']:g})"
                     for kind, b in knn_best(run.knn or {}).items()]
 
