@@ -117,7 +117,9 @@ def _with_logreg(r:pd.DataFrame, lr:dict=None)->pd.DataFrame:
     return pd.concat([r, pd.DataFrame([row], index=pd.Index(['logreg'], name=r.index.name))])
 
 # %% ../nbs/11_pipeline.ipynb #1971a80a
-def results_table(learn)->str:
+def results_table(learn,
+                  names:dict=None, # display names of the rows, e.g. {'ep_num_queries=8': 'EP_8'}; default: the specs
+                 )->str:
     "The run's results as text: test top-1 (best validation epoch and grid point), chosen learning rate, params, time"
     lr = getattr(learn, 'logreg', None); r = _with_logreg(learn.results, lr)
     if 'blr' in r:
@@ -133,7 +135,7 @@ def results_table(learn)->str:
     if 'best epoch' in r: r['best epoch'] = r['best epoch'].map(lambda v: '-' if pd.isna(v) else f'{int(v)}')
     r['params'] = r['params'].map('{:,}'.format)
     if lr: r.loc['logreg', 'blr'] = f"C={lr['C']:g}"                     # logistic regression's one setting
-    return r.to_string()
+    return r.rename(index=names or {}).to_string()
 
 # %% ../nbs/11_pipeline.ipynb #bc6077fe
 def _header(run:ProbeRun, cfg:RunConfig, recipe:str=None)->str:
