@@ -296,13 +296,13 @@ def evaluate_probes(model:ProbeSet, dl, # a ProbeSet and a DataLoader of its inp
             if not p.numel(): continue                                         # a dropped head: not evaluated
             # (B, k): where the label is among the top k
             top = p.topk(min(max(ks), p.shape[-1]), -1).indices == y[:, None]
-            for k in ks: correct[l][k] += top[:, :k].any(-1).sum().item()
-            if per_image: hits[l].append(top[:, 0].cpu())
+            for k in ks: correct[l][k] += top[:, :k].any(-1).sum()             # on the device: no sync per batch
+            if per_image: hits[l].append(top[:, 0])
         n += len(y)
     if n == 0: raise ValueError("the evaluation DataLoader is empty")
-    res = {l: {f'top{k}': c / n for k, c in v.items()} for l, v in correct.items() if l not in model.dropped}
+    res = {l: {f'top{k}': int(c) / n for k, c in v.items()} for l, v in correct.items() if l not in model.dropped}
     if per_image:
-        for l in res: res[l]['correct'] = torch.cat(hits[l]).numpy()
+        for l in res: res[l]['correct'] = torch.cat(hits[l]).cpu().numpy()
     return res
 
 # %% ../nbs/09a_fit.ipynb #27a3220a
