@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['max_grid', 'precisions', 'decoders', 'paper_recipe', 'parse_blrs', 'RunConfig', 'world_size', 'rank', 'local_rank',
            'resolve_device', 'native_bf16', 'resolve_precision', 'precision_dtype', 'init_distributed', 'group_ranks',
-           'barrier', 'broadcast_object', 'config_options']
+           'barrier', 'broadcast_object', 'gather_object', 'config_options']
 
 # %% ../nbs/08a_config.ipynb #e27137c5
 # torch is imported where it is used: a command builds and checks its RunConfig before the heavy libraries load
@@ -236,6 +236,14 @@ def broadcast_object(o=None, # rank 0's object (plain values and tensors); ignor
     import torch.distributed as dist
     box = [o]; dist.broadcast_object_list(box, src=0)
     return box[0]
+
+def gather_object(o, # this rank's object (plain values and tensors)
+                 )->list:
+    "Every rank's `o` in rank order, on every rank (one process: `[o]`); every rank must call it"
+    if not _group(): return [o]
+    import torch.distributed as dist
+    box = [None] * dist.get_world_size(); dist.all_gather_object(box, o)
+    return box
 
 
 # %% ../nbs/08a_config.ipynb #1f57b64f

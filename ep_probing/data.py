@@ -16,12 +16,13 @@ from functools import partial
 from pathlib import Path
 from PIL import Image
 from fastcore.basics import patch
-from torch.utils.data import ConcatDataset, Dataset, Subset
+from torch.utils.data import ConcatDataset, DataLoader, Dataset, Subset
 from torchvision.transforms import CenterCrop, Normalize, Resize, ToTensor
 from torchvision.io import ImageReadMode, decode_jpeg
 import torchvision.transforms.v2.functional as F2
 from timm.data import MaybeToTensor
 from .encoders import ConvertImage
+from .config import group_ranks, gather_object
 from .core import atomic_write, write_json, file_sha256, asset_path, spell
 
 # %% ../nbs/06_data.ipynb #97c30010
@@ -260,20 +261,33 @@ def load_image(fn, # an image file, or a binary file object (then give `name`)
     return to_channels(img, channels) if channels else img
 
 # %% ../nbs/06_data.ipynb #5da019e8
+class _Readable(Dataset):
+    "Item `i`: '' when `files[i]` decodes, else why not (what `verify_images`' workers return)"
+    def __init__(self, files:list): self.files = files
+    def __len__(self): return len(self.files)
+    def __getitem__(self, i):
+        try: load_image(self.files[i]); return ''
+        except (OSError, ValueError) as e: return str(e)
+
 def verify_images(files:list, # image paths
                   on_error:str='skip', # 'skip' (warn and drop) or 'raise'
-                 )->list: # the readable files
-    "The files PIL can fully decode; unreadable ones are reported by path, then skipped or raised"
+                  workers:int=None, # decoding processes; None: none under 2,000 files a rank, else min(8, CPU cores)
+                 )->list: # the readable files, in order
+    "The files PIL can fully decode, each rank checking its share; unreadable ones are named, then skipped or raised"
     if on_error not in ('skip', 'raise'): raise ValueError(f"on_error={on_error!r}; use 'skip' or 'raise'")
-    good, bad = [], []
-    for f in files:
-        try: load_image(f); good.append(f)
-        except (OSError, ValueError) as e: bad.append(str(e))
+    rank, world = group_ranks()              # under torchrun every rank calls this (`Prepared` does) and checks 1/world
+    mine = list(files)[rank::world]
+    if workers is None: workers = 0 if len(mine) < 2000 else min(8, os.cpu_count() or 1)
+    dl = DataLoader(_Readable(mine), batch_size=64, num_workers=workers, collate_fn=list)
+    why = [w for b in dl for w in b]                                       # '' or the error, in `mine`'s order
+    bad = {k: w for d in gather_object({rank + world * j: w for j, w in enumerate(why) if w}) for k, w in d.items()}
     if bad:
-        msg = f"{len(bad)} unreadable image file(s): " + '; '.join(bad[:20]) + (' ...' if len(bad) > 20 else '')
+        msgs = [bad[i] for i in sorted(bad)]
+        msg = f"{len(bad)} unreadable image file(s): " + '; '.join(msgs[:20]) + (' ...' if len(bad) > 20 else '')
         if on_error == 'raise': raise OSError(msg)
         warnings.warn(msg + '. They are skipped.')
-    return good
+    return [f for i, f in enumerate(files) if i not in bad]
+
 
 # %% ../nbs/06_data.ipynb #4e24b0f8
 def image_samples(root:str|Path, # `root/<class>/...`

@@ -101,3 +101,37 @@ def test_decode_gpu_is_refused_on_the_cpu_in_one_line(tmp_path, monkeypatch, cap
     assert 'Traceback' not in err and not (tmp_path/'c').exists() and not any(out.glob('*.csv'))
     code, _, err = run_cli(ep_probe, monkeypatch, capsys, ['--decode', 'nvjpeg', '--device', 'cpu', '--out', out])
     assert code == 2 and 'ep_probe: error: --decode nvjpeg: use auto, cpu, gpu' in err, err
+
+VERIFY = r'''
+import json, sys, warnings
+import ep_probing.data as D
+from ep_probing.config import init_distributed
+init_distributed('cpu')
+seen, load = [], D.load_image
+def counted(f, *a, **k): seen.append(str(f)); return load(f, *a, **k)
+D.load_image = counted                                     # `_Readable` reads the module's name at call time
+warnings.simplefilter('ignore')
+print(json.dumps(dict(good=D.verify_images(sys.argv[1:], workers=0), seen=seen)))
+'''
+
+def test_ranks_split_the_image_check_and_keep_the_same_files(tmp_path):
+    "Under torchrun each rank decodes half the files, and every rank keeps the same readable ones, in order"
+    import json, shutil, subprocess
+    from pathlib import Path
+    from PIL import Image
+    files = []
+    for i in range(10):
+        f = tmp_path/f'{i}.jpg'; files.append(str(f))
+        if i in (3, 8): f.write_bytes(b'\xff\xd8\xff\xe0 not really a jpeg')
+        else: Image.new('RGB', (16, 12), (20 * i, 0, 0)).save(f)
+    (tmp_path/'verify.py').write_text(VERIFY)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent), OMP_NUM_THREADS='1')
+    r = subprocess.run([shutil.which('torchrun'), '--standalone', '--nproc_per_node=2', str(tmp_path/'verify.py'),
+                        *files], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    outs = [json.loads(l) for l in r.stdout.splitlines() if l.startswith('{')]
+    assert len(outs) == 2
+    want = [f for i, f in enumerate(files) if i not in (3, 8)]
+    assert all(o['good'] == want for o in outs)                                  # the same files on both ranks
+    a, b = (set(o['seen']) for o in outs)
+    assert len(a) == len(b) == 5 and not a & b and a | b == set(files)           # each decoded its half, once
