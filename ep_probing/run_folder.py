@@ -49,10 +49,14 @@ def _compare(self:RunFolder, opts:dict, only_given:bool=False):
         raise ValueError(f"cannot resume the run in {self.path}: its record run.json is missing or unreadable; "
                          f"start again with {spell('resume', False)}")
     for k in [*opts, *([] if only_given else old.keys() - opts.keys())]:
-        if old.get(k) != opts.get(k):
-            raise ValueError(f"{spell('resume')}: the interrupted run in {self.path} has "
-                             f"{spell(k, _short(old.get(k)))} but this command gives {spell(k, _short(opts.get(k)))}; "
-                             f"repeat the run's options, or start again with {spell('resume', False)}")
+        if old.get(k) == opts.get(k): continue
+        if k not in old:            # an option newer than the record: what the run had is not known, so no resume
+            raise ValueError(f"{spell('resume')}: the interrupted run in {self.path} was recorded by an older "
+                             f"ep_probing, before {spell(k)} existed, so it cannot be resumed with certainty; "
+                             f"start again with {spell('resume', False)}")
+        raise ValueError(f"{spell('resume')}: the interrupted run in {self.path} has "
+                         f"{spell(k, _short(old.get(k)))} but this command gives {spell(k, _short(opts.get(k)))}; "
+                         f"repeat the run's options, or start again with {spell('resume', False)}")
 
 # %% ../nbs/08b_run_folder.ipynb #1d71acc5
 def _json(o): return json.loads(json.dumps(o, default=str))

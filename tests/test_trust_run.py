@@ -70,6 +70,19 @@ def test_resumed_log_continues_the_same_numbers(tmp_path, monkeypatch, capsys, s
     pd.testing.assert_frame_equal(resumed, whole, check_exact=True)
 
 
+def test_a_record_older_than_an_option_is_refused_saying_so(tmp_path, monkeypatch, capsys, stop_after_epoch_1):
+    "A run interrupted before `--decode` existed (its run.json lacks it): one line that says why, nothing lost"
+    import json
+    out, ck = interrupted_run(tmp_path, monkeypatch, capsys)
+    rec = out/'.partial'/'run.json'
+    old = json.loads(rec.read_text()); del old['decode']; rec.write_text(json.dumps(old))
+    code, _, err = run_cli(monkeypatch, capsys, [*TINY, '--epochs', '3', '--out', out, '--cache_dir', tmp_path/'c',
+                                                 '--resume'])
+    one_line_error(code, err, 'was recorded by an older ep_probing, before --decode existed, so it cannot be resumed '
+                              'with certainty; start again with no --resume')
+    assert (out/'.partial'/'checkpoint.pth').read_bytes() == ck and json.loads(rec.read_text()) == old
+
+
 def test_paper_recipe_on_fewer_images_than_its_batch(tmp_path, monkeypatch, capsys):
     "`--recipe paper` steps once per 4096 images: on 450 training images, refused before any training, with the fix"
     code, _, err = run_cli(monkeypatch, capsys, [*TINY, '--recipe', 'paper', '--out', tmp_path/'o',
