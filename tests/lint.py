@@ -2,9 +2,8 @@
   python tests/lint.py
 ruff's pyflakes rules (F: unused imports and variables, undefined names, redefinitions) over ep_probing/ and tests/,
 and lines of at most 120 characters in ep_probing/ (E501). Fix findings in the notebooks (nbs/), then run
-nbdev_export: the modules are generated. Two generated parts are not linted for length: `_modidx.py`, and the
-`__all__ = [...]` block nbdev writes at the top of a module (it wraps the names at 120 columns before it prefixes
-`__all__ = `). Last, no exported notebook cell (`#| export`, `#| exporti`) is over 30 lines: split it into prose, one
+`python .ci/export.py` (nbdev_export, with each `__all__` wrapped within 120 columns): the modules are generated.
+The generated `_modidx.py` is not linted for length. Last, no exported notebook cell (`#| export`, `#| exporti`) is over 30 lines: split it into prose, one
 small exported cell and its test, as nbs/00-03 do. The fields of a dataclass (`name:type=default # comment`, one
 per line) do not count: they are a table, one option per line, however many options there are. The scripts behind
 the committed results (nbs/data/scripts/) get ruff's F and E501 (120) as well."""
@@ -21,26 +20,12 @@ def ruff(*args)->int:
     return r.returncode
 
 
-def all_block(path:Path)->range:
-    "The line numbers (1-based) of the `__all__ = [...]` block nbdev generates in `path`; empty if none"
-    lines = path.read_text(encoding='utf-8').splitlines()
-    start = next((i for i, l in enumerate(lines) if l.startswith('__all__ = [')), None)
-    if start is None: return range(0)
-    end = next(i for i in range(start, len(lines)) if lines[i].rstrip().endswith(']'))
-    return range(start + 1, end + 2)
-
-
 def long_lines(folder:str='ep_probing', limit:int=120)->list:
-    "ruff's E501 findings in `folder` (concise lines), less those inside a generated `__all__` block"
+    "ruff's E501 findings in `folder` (concise lines)"
     r = subprocess.run([sys.executable, '-m', 'ruff', 'check', '--output-format', 'concise', '--select', 'E501',
                         '--line-length', str(limit), '--exclude', f'{folder}/_modidx.py', folder],
                        cwd=root, capture_output=True, text=True)
-    out = []
-    for l in r.stdout.splitlines():
-        m = re.match(r'(.+?):(\d+):\d+: E501', l)
-        if m and int(m[2]) in all_block(root/m[1]): continue
-        if m: out.append(l)
-    return out
+    return [l for l in r.stdout.splitlines() if re.match(r'.+?:\d+:\d+: E501', l)]
 
 
 def script_findings(folder:str=scripts, limit:int=120)->list:

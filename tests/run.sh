@@ -44,7 +44,8 @@ imports() {
 }
 
 check "nbdev_clean leaves the notebooks unchanged" unchanged nbs "run nbdev_clean and commit the notebooks" nbdev_clean
-check "nbdev_export leaves the library unchanged" unchanged ep_probing "run nbdev_export and commit ep_probing/" nbdev_export
+check "the export (nbdev_export, __all__ wrapped) leaves the library unchanged" unchanged ep_probing \
+  "run python .ci/export.py and commit ep_probing/" $PY .ci/export.py
 check "README.md is in sync with nbs/index.ipynb" $PY .ci/readme.py --check
 check "every module imports in a fresh interpreter" imports
 check "nbdev_test (all notebooks)" nbdev_test
