@@ -44,13 +44,32 @@ def local_links(text, base=''):
     return {posixpath.normpath(posixpath.join(base, m)) for m in re.findall(r'\]\(([\w./-]+\.html)(?:#[\w-]*)?\)', text)
             if not m.startswith('http')}
 
+def _readme_tool():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('readme_tool', root/'.ci'/'readme.py')
+    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); return m
+
 def test_readme_and_guides_link_only_to_pages_that_exist():
-    have = pages()
+    have, site = pages(), _readme_tool().site_url()
     assert {'guides/which_probe.html', 'guides/reproduce.html', 'guides/faq.html'} <= have
-    assert local_links(readme()) - have == set()
+    assert local_links(readme()) == set()                    # GitHub shows the README: no page of the site is relative
+    on_site = set(re.findall(re.escape(site) + r'([\w./-]+\.html)', readme()))
+    assert len(on_site) > 10 and on_site - have == set()
+    assert site in readme()[:600]                              # the site's address in the first lines
     for g in (root/'nbs'/'guides').glob('*.ipynb'):
         text = ''.join(''.join(c['source']) for c in json.loads(g.read_text())['cells'] if c['cell_type'] == 'markdown')
         assert local_links(text, 'guides') - have == set(), g.name
+
+def test_readme_links_resolve_on_github(tmp_path):
+    "Every README link is absolute or a file of the repository; the check in the test command fails otherwise"
+    tool = _readme_tool()
+    assert tool.bad_links(readme()) == []
+    (tmp_path/'fig.png').write_bytes(b'')
+    planted = '[ok](fig.png) [ok](https://x.org/a.html) [page](faq.html) [gone](missing.png#x) <a href="api.html">'
+    assert tool.bad_links(planted, tmp_path) == ['faq.html', 'missing.png#x', 'api.html']
+    fixed = tool.absolute_links(planted, 'https://s.io/p/')
+    assert '[page](https://s.io/p/faq.html)' in fixed and 'href="https://s.io/p/api.html"' in fixed
+    assert '[ok](fig.png)' in fixed and tool.bad_links(fixed, tmp_path) == ['missing.png#x']
 
 def test_guides_are_in_the_sidebar_between_tutorials_and_derivation():
     import yaml
