@@ -21,7 +21,7 @@ from fastcore.basics import patch
 from fastprogress.fastprogress import progress_bar
 from .encoders import FrozenEncoder
 from .core import interactive, spell
-from .config import barrier, group_ranks
+from .dist import barrier, group_ranks
 from .data import array_batches, JpegFiles, JpegTransform, jpeg_source
 from . import shards
 from .shards import (shard_arrays, another_folder, npy_header, mark_checked, read_manifest, cache_damage,

@@ -193,6 +193,14 @@ def _last_stage_is_output(model):
     return (hasattr(model, 'forward_intermediates') and isinstance(fi, list) and bool(fi)
             and fi[-1].get('num_chs') == model.num_features)
 
+# %% ../nbs/05_encoders.ipynb #45227900
+def _resolved(precision:str)->str:
+    "`precision` if resolved ('bf16', 'fp16', 'none'), else a `ValueError`: an encoder never decides it again"
+    if precision not in ('bf16', 'fp16', 'none'):
+        raise ValueError(f"precision={precision!r}: a FrozenEncoder takes a resolved precision, 'bf16', 'fp16' or "
+                         "'none'; create_encoder(..., device=...) resolves 'auto' on its device")
+    return precision
+
 # %% ../nbs/05_encoders.ipynb #14d9b790
 class FrozenEncoder(nn.Module):
     "A frozen timm backbone: always eval, no gradients; returns patch tokens `(B, N, C)` and prefix tokens `(B, P, C)`"
@@ -202,12 +210,12 @@ class FrozenEncoder(nn.Module):
                  norm:bool=False, # apply the final norm to the tokens (ViTs, Swin)
                  name:str=None, # what to call it (cache keys, reports)
                  data_config:dict=None, # input size, mean, std... (default: timm's, from the model)
-                 precision:str='none', # autocast: 'auto', 'bf16', 'fp16' or 'none'
+                 precision:str='none', # autocast, resolved: 'bf16', 'fp16' or 'none' (create_encoder resolves 'auto')
                  prune:bool=False, # drop blocks after the last needed one (changes `model`)
                 ):
         super().__init__()
         self.model, self.norm, self.is_vit = model, norm, _is_vit(model)
-        self.precision = resolve_precision(precision, next(model.parameters()).device.type)   # 'bf16', 'fp16', 'none'
+        self.precision = _resolved(precision)                   # decided once, by the caller: never again here
         self.name = name or _cfg(model).get('architecture') or type(model).__name__
         self.depth = len(model.blocks) if self.is_vit else 1
         if not self.is_vit and layers not in (-1, [-1], 0, [0], '-1', '0', 'all'):
@@ -472,6 +480,17 @@ def _fit_img_size(enc, # a FrozenEncoder
                          "(or pass a timm name, or a model made with dynamic_img_size=True)")
     enc.data_config = {**enc.data_config, 'input_size': (enc.in_chans, *_pair(img_size))}
 
+# %% ../nbs/05_encoders.ipynb #5edadc36
+def _encoder_precision(precision:str, # 'auto', 'bf16', 'fp16' or 'none'
+                       device=None, # where the encoder runs; None: the CPU
+                      )->str: # 'bf16', 'fp16' or 'none'
+    "`create_encoder`'s precision: a resolved one taken as it is, 'auto' resolved on `device`; fp16 needs a GPU"
+    if precision == 'fp16' and device is None:
+        raise ValueError("precision='fp16' runs on a GPU: pass device='cuda' to create_encoder (without a device, "
+                         "the encoder stays on the CPU)")
+    if precision in ('bf16', 'none') or precision == 'fp16' and str(device).startswith('cuda'): return precision
+    return resolve_precision(precision, str(device))       # 'auto' decided on `device`; fp16 on a CPU refused
+
 # %% ../nbs/05_encoders.ipynb #0477dc45
 @delegates(timm.create_model, keep=True)
 def create_encoder(model, # a short name (`encoder_registry`, `backbone_registry`), a timm name or an `nn.Module`
@@ -479,13 +498,13 @@ def create_encoder(model, # a short name (`encoder_registry`, `backbone_registry
                    norm:bool=None, # final norm on the tokens (None: the paper's choice for a leaderboard name, else no)
                    pretrained:bool=True, # timm names: pretrained weights (cache, else download); False: random weights
                    checkpoint=None, # timm names: a local `.safetensors`/`.pth` file instead
-                   precision:str='none', # autocast on `device`: 'auto', 'bf16', 'fp16' or 'none'
+                   precision:str='none', # autocast on `device`: 'auto' (resolved on `device`), 'bf16', 'fp16', 'none'
                    device=None, # e.g. 'cuda'; default: stay on the CPU
                    img_size:int=None, # input size in pixels (int or `(h, w)`); default: the model's
                    **kwargs, # passed to the short name's builder or to `timm.create_model`
                   )->FrozenEncoder:
     "A `FrozenEncoder` from a short name, a timm name (pretrained or local checkpoint) or a model object"
-    precision = resolve_precision(precision, device or 'cpu'); _check_weights(model, pretrained, checkpoint)
+    precision = _encoder_precision(precision, device); _check_weights(model, pretrained, checkpoint)
     name, arch, b = model, model, None           # a leaderboard name: its timm name at the paper's input size
     if isinstance(model, str) and model not in encoder_registry and (b := resolve_backbone(model)) is not None:
         name, (arch, img_size, kwargs) = b.name, b.timm_args(pretrained, checkpoint, img_size, **kwargs)

@@ -5,10 +5,10 @@
 # %% auto #0
 __all__ = ['lars_scale', 'Lars', 'warmup_cosine', 'SeedEpoch', 'unwrap', 'Checkpoint', 'read_checkpoint',
            'load_checkpoint', 'AppendCSVLogger', 'rank_batches', 'GroupBatchNorm', 'group_batchnorm',
-           'ProbeDistributedTrainer', 'EpochLine', 'CPUAutocast', 'fit_learner']
+           'ProbeDistributedTrainer', 'EpochLine', 'CPUAutocast', 'amp_callback', 'fastai_device', 'fit_learner']
 
 # %% ../nbs/07a_engine.ipynb #c1c9c21d
-import os, random, time
+import contextlib, os, random, time
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn
 from fastcore.basics import patch
@@ -20,9 +20,11 @@ from fastai.callback.progress import CSVLogger, ProgressCallback
 from fastai.learner import Learner
 import fastai.distributed  # noqa: F401 (the import adds Learner.distrib_ctx: DDP through accelerate)
 from fastai.distributed import DistributedDL, DistributedTrainer
-from fastai.torch_core import rank_distrib, to_float
+from fastai.callback.fp16 import MixedPrecision
+from fastai.torch_core import defaults, to_float
 from .core import atomic_write, interactive, Interrupted, spell
-from .config import resolve_precision, init_distributed
+from .config import resolve_precision
+from .dist import init_distributed, rank, group_ranks
 
 # %% ../nbs/07a_engine.ipynb #f8f69adb
 def lars_scale(p, trust_coeff=0.001, wd=0., **kwargs):
@@ -86,7 +88,7 @@ class Checkpoint(Callback):
     def after_epoch(self):
         if not getattr(self, 'validated', False): return
         self.validated = False
-        if rank_distrib() == 0: self._save()
+        if rank() == 0: self._save()
         self.epochs_saved = self.epoch + 1
 
 # %% ../nbs/07a_engine.ipynb #a7c3e5d1
@@ -181,8 +183,8 @@ def rank_batches(idxs:list, # the epoch's indices, in the order one process woul
 class GroupBatchNorm(nn.BatchNorm1d):
     "`BatchNorm1d` whose training statistics of `(B, C)` inputs are those of the whole batch over every rank"
     def forward(self, x):
-        import torch.distributed as dist, torch.distributed.nn as dnn
-        if not (self.training and x.ndim == 2 and dist.is_initialized() and dist.get_world_size() > 1):
+        import torch.distributed.nn as dnn
+        if not (self.training and x.ndim == 2 and group_ranks()[1] > 1):
             return super().forward(x)
         xf = x.float(); C = xf.shape[1]
         s = dnn.all_reduce(torch.cat([xf.sum(0), (xf * xf).sum(0), xf.new_tensor([len(xf)])]))   # (2C + 1,)
@@ -245,7 +247,7 @@ class EpochLine(Callback):
     def before_epoch(self): self.t = time.perf_counter()
     def after_validate(self): self.validated = True
     def after_epoch(self):
-        if not getattr(self, 'validated', False) or rank_distrib(): return
+        if not getattr(self, 'validated', False) or rank(): return
         self.validated = False
         s = next((c.epoch_summary() for c in self.learn.cbs if getattr(type(c), 'epoch_summary', None)), None)
         line = f"epoch {self.epoch + 1}/{self.n_epoch}: {s or self._losses()} ({time.perf_counter() - self.t:.1f} s)"
@@ -272,6 +274,24 @@ class CPUAutocast(Callback):
     def close(self):
         if getattr(self, 'ctx', None) is not None: self.ctx.__exit__(None, None, None); self.ctx = None
 
+# %% ../nbs/07a_engine.ipynb #eed15a9d
+def amp_callback(precision:str, # 'bf16', 'fp16' or 'none', as the run's config resolved it
+                 device:str, # the device of the fit: 'cpu', 'cuda' or 'cuda:N'
+                )->Callback: # None for fp32
+    "The callback of a fit in `precision` on `device`: `CPUAutocast`, or fastai's `MixedPrecision` (fp16: loss scaling)"
+    if precision == 'none': return None
+    if str(device).startswith('cuda'): return MixedPrecision(amp_mode=precision)     # fp16: fastai's `GradScaler`
+    if precision == 'bf16': return CPUAutocast()
+    raise ValueError(f"{spell('precision', precision)} needs CUDA; on the CPU use bf16 or none")
+
+@contextlib.contextmanager
+def fastai_device(device:str):
+    "fastai's `default_device` set to the run's while inside: on the CPU, fastai asks nothing of CUDA"
+    old = defaults.use_cuda
+    defaults.use_cuda = str(device).startswith('cuda')
+    try: yield
+    finally: defaults.use_cuda = old
+
 # %% ../nbs/07a_engine.ipynb #c93aed8c
 def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
                 precision:str='none', # 'bf16', 'fp16' or 'none', as the run's config resolved it
@@ -282,18 +302,18 @@ def fit_learner(learn:Learner, epochs:int, cbs:list=(), start_epoch:int=0,
                )->str: # the precision it trained in
     "Fit `learn` on `device` in `precision`, with bars or log lines, DDP under torchrun; Ctrl-C: how to resume"
     device = str(device or next(learn.model.parameters()).device); dev, cbs = device.split(':')[0], list(cbs)
-    precision = resolve_precision(precision, dev)
-    if cpu_ac := (CPUAutocast() if dev == 'cpu' and precision == 'bf16' else None): cbs.append(cpu_ac)
-    elif precision == 'bf16': learn.to_bf16()
-    elif precision == 'fp16': learn.to_fp16()
+    if precision == 'auto': precision = resolve_precision(precision, dev)  # a caller without a RunConfig (mae_train)
+    if cpu_ac := (amp if isinstance(amp := amp_callback(precision, dev), CPUAutocast) else None): cbs.append(cpu_ac)
+    elif amp: learn.add_cb(amp)                          # as `learn.to_fp16()` / `to_bf16()` do
     learn.remove_cb(ProgressCallback); learn.logger = lambda *a: None      # no table of every metric: `EpochLine`
-    if progress and not rank_distrib(): cbs += [_Bars(), EpochLine()] if interactive() else [EpochLine()]
+    if progress and not rank(): cbs += [_Bars(), EpochLine()] if interactive() else [EpochLine()]
     learn.dls.to(device); learn.model.to(device)
     if init_distributed(device):           # under torchrun: DDP through fastai + accelerate, gloo on CPU, nccl on GPU
         if dev == 'cpu': os.environ.setdefault('ACCELERATE_USE_CPU', 'true')
         cbs.append(ProbeDistributedTrainer(sync_bn=dev == 'cuda', find_unused=find_unused))  # SyncBatchNorm: CUDA
     for c in [c for c in cbs if isinstance(c, Checkpoint)]: c.epochs_saved = start_epoch
-    try: learn.fit(epochs, cbs=cbs, start_epoch=start_epoch)
+    try:
+        with fastai_device(dev): learn.fit(epochs, cbs=cbs, start_epoch=start_epoch)
     except KeyboardInterrupt:
         n = max([c.epochs_saved for c in cbs if isinstance(c, Checkpoint)], default=0)
         hint = resume_hint or f"continue with {spell('resume', True)}"

@@ -19,9 +19,9 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.callback.training import GradientAccumulation
 from fastai.optimizer import Adam
 from fastai.learner import Learner, Metric, ValueMetric
-from fastai.torch_core import rank_distrib, num_distrib
 from .core import check_halving, spell
-from .config import RunConfig, precision_dtype, broadcast_object
+from .config import RunConfig, precision_dtype
+from .dist import rank, world_size, broadcast_object
 from .run_folder import RunFolder, select_heads
 from .stats import pack_correct
 from .probes import n_params
@@ -144,7 +144,7 @@ class BestHeads(Callback):
             if top1.get(i, -1) <= self.best.get(label, {}).get('top1', -1): continue
             self.best[label] = dict(top1=top1[i], top5=top5.get(i), epoch=self.epoch)
             self.states[label] = {k: v.detach().clone() for k, v in p.state_dict().items()}
-            if self.out is not None and rank_distrib() == 0:
+            if self.out is not None and rank() == 0:
                 save_head(p, Path(self.out)/'heads'/label, **self.best[label], **(self.meta or {}))
     def ckpt_state(self)->dict: return dict(best=self.best, states=self.states, history=self.history)
     def load_ckpt_state(self, s:dict):
@@ -223,7 +223,7 @@ def accum_batch(bs:int, # the batch of one device
                 accum_bs:int=None, # the effective batch asked for (None: no accumulation)
                )->int:
     "The batch of one optimiser step: `accum_bs` if a multiple of the global batch `bs` x ranks, else a `ValueError`"
-    world = max(num_distrib(), 1)
+    world = world_size()
     if accum_bs is None: return bs * world
     if accum_bs < bs * world or accum_bs % (bs * world):
         raise ValueError(f"{spell('accum_bs', accum_bs)}: the effective batch must be a multiple of the batch of one "
@@ -237,7 +237,7 @@ def check_epoch_batch(n_train:int, # training images in an epoch
                      ):
     "A `ValueError` when an optimiser step takes more images than an epoch has: the run would hardly ever step"
     if accum_bs is None or accum_bs <= n_train: return
-    step = bs * max(num_distrib(), 1); most = n_train // step * step
+    step = bs * world_size(); most = n_train // step * step
     fix = (f"give {spell('accum_bs')} at most {n_train:,}, e.g. {spell('accum_bs', most)}" if most else
            f"give a smaller {spell('bs')} and {spell('accum_bs')}")
     raise ValueError(f"{spell('accum_bs', accum_bs)}: an optimiser step would take {accum_bs:,} images but an epoch "
@@ -327,8 +327,8 @@ def _fit_callbacks(dls, # the `DataLoaders` to fit on
     cbs = [SeedEpoch(seed), ParamScheduler({'lr': warmup_cosine([s.peak_lr for s in specs.values()], pct_warmup)}),
            BestHeads(folder and folder.work, meta=meta, specs=specs)] + list(cbs or [])
     if halve_at: cbs.append(HalveGrid(halve_at, specs))
-    if (n_acc := accum_bs) and n_acc > dls.train.bs * max(num_distrib(), 1):
-        cbs.append(GradientAccumulation(n_acc // max(num_distrib(), 1)))      # fastai's: counts this rank's images
+    if (n_acc := accum_bs) and n_acc > dls.train.bs * world_size():
+        cbs.append(GradientAccumulation(n_acc // world_size()))      # fastai's: counts this rank's images
     return cbs
 
 # %% ../nbs/09a_fit.ipynb #de382ed0
@@ -403,7 +403,7 @@ def _run(learn, cfg:RunConfig, cbs, start:int, t_before:float, folder:RunFolder,
             heads.loc[l, ['test_top1', 'test_top5', 'n_test']] = v['top1'], v['top5'], len(v['correct'])
             heads.loc[l, 'test_correct'] = pack_correct(v['correct'])     # paired comparisons later: `ep_compare`
         heads['n_test'] = heads.n_test.astype('Int64')                # none for a head `HalveGrid` dropped
-    fit = ProbeFit(learn, heads, select_heads(heads, warn=rank_distrib() == 0), _grid_curves(specs, bh), precision)
+    fit = ProbeFit(learn, heads, select_heads(heads, warn=rank() == 0), _grid_curves(specs, bh), precision)
     if folder is not None and folder.writer:
         if finish is not None: finish(fit, folder.work)
         folder.publish(fit.specs, fit.results, fit.heads, fit.grid)
@@ -413,7 +413,6 @@ def _run(learn, cfg:RunConfig, cbs, start:int, t_before:float, folder:RunFolder,
 def fit_probes(dls, specs:list, num_classes:int, dim:int,
                cfg:RunConfig=None, # the run's options (default `fit_defaults`); `**options` change some of them
                out=None, # output folder or RunFolder (heads, logs, results); None: keep everything in memory
-               pct_warmup:float=1/9, # warm-up fraction (the paper: 10 of 90 epochs)
                progress:bool=True, # fastprogress bars
                meta:dict=None, # facts recorded with every saved head (encoder, data...)
                test_dl=None, # evaluate the best heads on it: `test_top1`, `test_top5` columns
@@ -428,10 +427,10 @@ def fit_probes(dls, specs:list, num_classes:int, dim:int,
     _check_fit(dls, cfg.epochs); halve_at = halving_epoch(cfg.halving, cfg.epochs)
     torch.manual_seed(cfg.seed)
     learn = probe_learner(dls, specs, num_classes, dim, cfg, encoder, layer_order, depth, heads)
-    rank0, specs = rank_distrib() == 0, learn.model.specs
+    rank0, specs = rank() == 0, learn.model.specs
     folder = out if isinstance(out, RunFolder) or out is None else RunFolder(out, cfg.resume, writer=rank0)
-    cbs = _fit_callbacks(dls, specs, folder, cfg.seed, pct_warmup, meta, cbs, cfg.accum_bs, halve_at)
-    opts = _run_record(learn, cfg, record, pct_warmup=pct_warmup, meta=meta)
+    cbs = _fit_callbacks(dls, specs, folder, cfg.seed, cfg.pct_warmup, meta, cbs, cfg.accum_bs, halve_at)
+    opts = _run_record(learn, cfg, record, meta=meta)
     with (folder.hold() if folder is not None and rank0 else contextlib.nullcontext()):
         start, t_before = _start(learn, folder, cbs, opts)
         return _run(learn, cfg, cbs, start, t_before, folder, progress, test_dl, finish)

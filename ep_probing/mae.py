@@ -27,6 +27,7 @@ from types import SimpleNamespace
 from .core import (atomic_write, write_json, asset_path, command_line, user_errors, check_count, check_lr,
                              check_fraction)
 from .config import precisions, resolve_device, resolve_precision
+from .dist import is_main
 from .engine import warmup_cosine, SeedEpoch, Checkpoint, AppendCSVLogger, load_checkpoint, fit_learner
 
 # %% ../nbs/08_mae.ipynb #493089ac
@@ -299,7 +300,6 @@ def _pretrain(args:dict, # ep_pretrain's arguments by name, checked by _check_pr
               command:str, # the command line, recorded in the json
              )->dict: # the json written beside the weights
     "Pretrain the MAE that `args` describe; the encoder and its json are saved after every epoch"
-    from fastai.torch_core import rank_distrib
     a = SimpleNamespace(**args)
     if a.threads: torch.set_num_threads(a.threads)
     ck = Path(a.out + '.ckpt')
@@ -313,7 +313,7 @@ def _pretrain(args:dict, # ep_pretrain's arguments by name, checked by _check_pr
     def on_epoch(epoch, losses, times):
         meta['provenance'].update(epochs_done=epoch + 1, loss_curve=[round(l, 5) for l in losses],
                                   epoch_seconds=[round(t, 1) for t in times], wall_seconds=round(sum(times), 1))
-        if rank_distrib() == 0: save_encoder(mae.encoder, a.out, meta)
+        if is_main(): save_encoder(mae.encoder, a.out, meta)
     mae_train(mae, images, a.epochs, [mean], [std], bs=a.bs, lr=a.lr, wd=a.wd, warmup=a.warmup, seed=a.seed, ckpt=ck,
               on_epoch=on_epoch,
               precision=precision)

@@ -148,7 +148,7 @@ def _header(run:ProbeRun, cfg:RunConfig, recipe:str=None)->str:
     return (f"ep_probe: {m['encoder']} ({m['weights']} weights) on {m['data']} ({len(m['classes'])} classes), "
             f"layers {m['layers']}, {cfg.epochs} epochs, {cfg.opt}{accum}{f' (--recipe {recipe})' * bool(recipe)}; "
             f"{'streamed' if cfg.stream else 'cached tokens'} ({fp(run.prepared.extract_precision)} extraction, "
-            f"{fp(run.fit.precision)} heads); {_heads_line(len(run.heads), len(r))}"
+            f"{fp(run.fit.precision)} heads; {cfg.precision_reason}); {_heads_line(len(run.heads), len(r))}"
             f"{halved} in {r.train_s.iloc[0]:.1f}s ({run.times['total_s']:.1f}s in all)")
 
 def _heads_line(heads:int, probes:int)->str:

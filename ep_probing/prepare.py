@@ -46,13 +46,13 @@ def split_rows(train_ds, test_ds, # the train and test datasets
 # %% ../nbs/10b_prepare.ipynb #6598fd4c
 def _check_decode(c:RunConfig):
     "A `ValueError` for a `decode` that cannot work on this run's device; nothing is built yet"
-    if c.decode == 'gpu' and not str(c.torch_device).startswith('cuda'):
-        raise ValueError(f"{spell('decode', 'gpu')} needs CUDA; this run computes on {c.torch_device}: leave "
+    if c.decode == 'gpu' and c.device_info['kind'] != 'cuda':                  # nvJPEG: NVIDIA's GPUs, not ROCm's
+        raise ValueError(f"{spell('decode', 'gpu')} needs CUDA; this run computes on {c.device_info['name']}: leave "
                          f"{spell('decode')} out (PIL decodes on the CPU) or run on a GPU")
 
 def _jpeg_device(c:RunConfig, transform, *datasets)->str: # where `decode_jpeg` runs; None: PIL in the workers
     "`decode` resolved on the data: the run's GPU for JPEG files and an eval transform it can do ('auto', 'gpu')"
-    if c.decode == 'cpu' or c.stream or not str(c.torch_device).startswith('cuda'): return None
+    if c.decode == 'cpu' or c.stream or c.device_info['kind'] != 'cuda': return None
     try: [jpeg_source(d, transform, c.torch_device) for d in datasets]           # a check; extraction makes its own
     except ValueError:
         if c.decode == 'gpu': raise
@@ -71,7 +71,7 @@ class Prepared:
         self.cfg = c = RunConfig.of(cfg, **options); _check_decode(c)                  # before anything is built
         self.device, self.extract_precision = c.torch_device, c.extract_precision       # decided once, by the config
         self.enc = _encoder(encoder, c.layers, self.extract_precision, pretrained=c.pretrained, norm=c.norm,
-                            checkpoint=c.checkpoint, img_size=c.img_size)   # built once; `layers` resolved on its depth
+                            checkpoint=c.checkpoint, img_size=c.img_size, device=self.device)   # `layers` on its depth
         self.layers, self.depth = self.enc.layers, self.enc.depth
         self.train_ds, test_ds, self.classes, self.name = load_data(data, c.data_path, channels=self.enc.in_chans)
         if len(self.classes) < 2:

@@ -140,6 +140,10 @@ def _flag(cmd:str, flag:str, default):
     toks = shlex.split(cmd or '')
     return next((toks[i+1] for i, t in enumerate(toks[:-1]) if t == flag), default)
 
+precision_runs = ('ep_probe', 'ep_probe_fp16', 'ep_probe_bf16')   # the default job: --precision auto, fp16, bf16
+
+def _read(f)->str: return Path(f).read_text(errors='replace') if f and Path(f).is_file() else ''
+
 def summary(out:Path)->dict:
     "Gather device, per-step seconds and status, ep_probe accuracies, streaming images/s and pretraining s/epoch into summary.json and .md"
     out = Path(out)
@@ -152,6 +156,10 @@ def summary(out:Path)->dict:
         rows = _csv_rows(out/run/'results.csv')
         if rows: s[run] = dict(test_top1={r['probe']: _num(r.get('test_top1')) for r in rows}, train_s=_num(rows[0].get('train_s')),
                                step_seconds=by.get(run, {}).get('seconds'))
+    for run in precision_runs:                      # issue 49: the default job in each precision, chosen and why
+        m = re.search(r'\((\w+) extraction, (\w+) heads; ([^)]*)\)', _read(by.get(run, {}).get('log')))
+        if m: s.setdefault('precision', {})[run] = dict(extraction=m[1], heads=m[2], why=m[3],
+                                                         seconds=by[run]['seconds'], rc=by[run]['rc'])
     for run in ('ep_probe_stream', 'recipe_paper'):   # streamed runs: images through the encoder per second
         st = s.get(run)
         if not (st and st['train_s']): continue        # images seen in training: the train subset less the validation split
@@ -176,6 +184,8 @@ def summary(out:Path)->dict:
     md = [f"# GPU check: {s['device']}", '', f"torch {s['torch']}, CUDA {s['cuda']}, commit {str(s['git_commit'])[:10]}, {s['date']}", '',
           '| step | rc | seconds |', '| --- | --- | --- |'] + [f"| {k} | {v['rc']} | {v['seconds']} |" for k, v in s['steps'].items()]
     if 'ep_probe' in s: md += ['', '| probe | test top-1 (%) |', '| --- | --- |'] + [f'| {k} | {100 * v:.2f} |' for k, v in s['ep_probe']['test_top1'].items() if v is not None]
+    if 'precision' in s: md += ['', '| run | extraction | heads | why | seconds |', '| --- | --- | --- | --- | --- |'] + [
+        f"| {k} | {v['extraction']} | {v['heads']} | {v['why']} | {v['seconds']} |" for k, v in s['precision'].items()]
     for run, what in (('ep_probe_stream', 'Streaming'), ('recipe_paper', 'One epoch of --recipe paper')):
         st = s.get(run) or {}
         if 'images_per_s' in st: md += ['', f"{what}: {st['images_per_s']} train images/s ({st['train_images']} images, {st['train_s']:.1f} s)."]
@@ -197,16 +207,25 @@ def selftest(names)->int:
         for run in ('ep_probe', 'ep_probe_stream'):
             (out/run).mkdir(); (out/run/'results.csv').write_text('probe,test_top1,train_s\nlp,0.5,10.0\nep,0.875,10.0\n')
         record(out, 'ep_probe_stream', 'ep_probe --stream --train_size 2000 --valid_pct 0.5', 0, 3, 'x')
+        for run, p, why in (('ep_probe', 'bf16', 'NVIDIA H100: native bf16'), ('ep_probe_fp16', 'fp16', 'asked')):
+            (out/'logs').mkdir(exist_ok=True); (out/'logs'/f'{run}.log').write_text(f"ep_probe: x; cached tokens ({p} "
+                                                                                     f"extraction, {p} heads; {why}); 2 heads\n")
+            record(out, run, f'ep_probe --precision {p}', 0, 7.5, out/'logs'/f'{run}.log')
         cpu = json.loads(CPU_ASSET.read_text())['provenance']
         (out/'pretrain.json').write_text(json.dumps(dict(provenance=dict(data='Fashion-MNIST train, 10000 images', epoch_seconds=[2.0, 1.0]))))
         s = summary(out)
         steps = json.loads((out/'steps.json').read_text())
-        assert [x['name'] for x in steps] == [n for n in names if n != 'ep_probe_stream'] + ['fake_failing_step', 'ep_probe_stream'], steps
+        moved = ['ep_probe_stream', 'ep_probe', 'ep_probe_fp16']                     # recorded again: a rerun's place
+        assert [x['name'] for x in steps] == [n for n in names if n not in moved] + ['fake_failing_step', *moved], steps
         assert s['failed'] == ['fake_failing_step'] and s['ep_probe']['test_top1'] == {'lp': 0.5, 'ep': 0.875}, s
         assert s['ep_probe_stream']['train_images'] == 1000 and s['ep_probe_stream']['images_per_s'] == 100.0, s['ep_probe_stream']
         cpu_s = sorted(cpu['epoch_seconds'])[len(cpu['epoch_seconds']) // 2]
         assert s['pretrain']['gpu_s_per_epoch_full'] == 6.0 and s['pretrain']['speedup'] == round(cpu_s / 6.0, 1), s['pretrain']
+        assert s['precision'] == {'ep_probe': dict(extraction='bf16', heads='bf16', why='NVIDIA H100: native bf16',
+                                                   seconds=7.5, rc=0),
+                                  'ep_probe_fp16': dict(extraction='fp16', heads='fp16', why='asked', seconds=7.5, rc=0)}, s
         md = (out/'summary.md').read_text()
+        assert '| ep_probe_fp16 | fp16 | fp16 | asked | 7.5 |' in md, md
         assert all(n in md for n in names) and '87.50' in md and 'FAKE' in md, md
     print(f'ok   report writer: steps.json, summary.json and summary.md from {len(names)} fake step records')
     return 0

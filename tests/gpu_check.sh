@@ -22,6 +22,8 @@ define_steps() {
   step bench_zoo              "ep_bench --device cuda --probes all --steps 20 --warmup 5 --csv $OUT/bench_zoo.csv"
   step bench_zoo_bf16         "ep_bench --device cuda --probes all --steps 20 --warmup 5 --amp --csv $OUT/bench_zoo_bf16.csv"
   step ep_probe               "$TIMEV ep_probe --device cuda --out $OUT/ep_probe --cache_dir $WORK/cache"
+  step ep_probe_fp16          "$TIMEV ep_probe --device cuda --precision fp16 --out $OUT/ep_probe_fp16 --cache_dir $WORK/cache_fp16"
+  step ep_probe_bf16          "$TIMEV ep_probe --device cuda --precision bf16 --out $OUT/ep_probe_bf16 --cache_dir $WORK/cache_bf16"
   step ep_probe_stream        "$TIMEV ep_probe --stream --epochs 1 --workers 4 --device cuda --train_size 10000 --valid_pct 0.1 --out $OUT/ep_probe_stream"
   step bench_train_grid       "ep_bench_train --only stack,grid"
   step recipe_paper           "$TIMEV ep_probe --recipe paper --epochs 1 --workers 4 --device cuda --train_size 10000 --out $OUT/recipe_paper"

@@ -11,7 +11,7 @@ def snapshot(d): return sorted((str(p), p.stat().st_mtime_ns) for p in d.rglob('
 
 def test_dry_run_checks_every_step_and_writes_nothing():
     steps = [l.split('\t')[0] for l in sh('--list').stdout.splitlines()]
-    assert {'device', 'pytest_cuda', 'bench_fp32', 'bench_zoo', 'ep_probe', 'ep_probe_stream', 'pretrain', 'ddp_nccl',
+    assert {'device', 'pytest_cuda', 'bench_fp32', 'bench_zoo', 'ep_probe', 'ep_probe_fp16', 'ep_probe_bf16', 'ep_probe_stream', 'pretrain', 'ddp_nccl',
             'scale_vitb', 'ep_probe_ddp', 'ep_probe_times', 'head_compile', 'decode'} <= set(steps), steps
     gpu = repo/'nbs'/'data'/'gpu'; before = snapshot(gpu)
     r = sh('--dry_run')
@@ -101,3 +101,12 @@ def test_decode_harness_compares_pil_and_decode_jpeg_on_cpu(tmp_path):
     d = json.loads((tmp_path/'d'/'decode.json').read_text())
     assert set(d['decode_images_per_s']) == {'pil', 'bytes_cpu'} and set(d['extraction_images_per_s']) == {'pil', 'bytes_cpu'}
     assert all(v > 0 for v in d['decode_images_per_s'].values()) and 0 < d['tokens_rel_diff'] < 0.05, d
+
+def test_precision_matrix_steps():
+    "Issue 49: the default job also runs with --precision fp16 and bf16; the summary records the choice and seconds"
+    cmds = dict(l.split('\t', 1) for l in sh('--list').stdout.splitlines())
+    for p in ('fp16', 'bf16'):
+        assert f'ep_probe --device cuda --precision {p} --out' in cmds[f'ep_probe_{p}'], cmds[f'ep_probe_{p}']
+    r = subprocess.run([sys.executable, str(repo/'tests'/'gpu_check.py'), 'selftest', '--steps', 'ep_probe,ep_probe_fp16'],
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(repo)))
+    assert r.returncode == 0 and 'ok   report writer' in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]

@@ -3,35 +3,28 @@ CUDA), its fields are the command's flags and the resume record, and a new optio
 from functools import partial
 from dataclasses import fields
 from pathlib import Path
-from unittest import mock
 import json, subprocess, sys
-import pytest, torch
+import pytest
 from ep_probing.cli import ep_probe
 from ep_probing.config import RunConfig, resolve_precision
 from ep_probing.pipeline import run_probing
 sys.path.insert(0, str(Path(__file__).parent))
 import console   # noqa: E402
+from standin import host, CUDATouched   # noqa: E402
 
 TINY = ['--train_size', '300', '--test_size', '100', '--epochs', '1', '--probes', 'gap,ep', '--blrs', '0.1']
 run_cli = partial(console.run_cli, ep_probe)
 
 
-def pretend_cuda():
-    "torch (and fastai, which asks for the current device) told that a GPU is here; none is, so moving to it fails"
-    return mock.patch.multiple(torch.cuda, is_available=mock.DEFAULT, current_device=mock.DEFAULT,
-                               is_bf16_supported=mock.DEFAULT)
-
-
-def test_device_cpu_on_a_host_that_reports_cuda(tmp_path, monkeypatch, capsys):
-    with pretend_cuda() as m:
-        m['is_available'].return_value, m['current_device'].return_value = True, 0
-        m['is_bf16_supported'].return_value = True
-        assert RunConfig().torch_device == 'cuda'                            # without --device: the GPU
+def test_device_cpu_on_a_driverless_host(tmp_path, monkeypatch, capsys):
+    "CUDA says it is here, and every other CUDA call fails (a node whose driver is gone): `--device cpu` asks none"
+    with host(driverless=True) as calls:
+        with pytest.raises(CUDATouched): RunConfig().torch_device and RunConfig().extract_precision   # the GPU, tried
+        calls.clear(); cpu = {'none': 'fp32'}.get(p := resolve_precision('auto', 'cpu'), p)   # the stand-in CPU's
         code, out, err = run_cli(monkeypatch, capsys, [*TINY, '--device', 'cpu', '--out', tmp_path/'o',
                                                        '--cache_dir', tmp_path/'c'])
-    assert code == 0, err
-    cpu = {'none': 'fp32'}.get(p := resolve_precision('auto', 'cpu'), p)
-    assert f'({cpu} extraction, {cpu} heads)' in out, out                    # the CPU's precision, both
+    assert code == 0 and calls == [], (err, calls)                           # no CUDA call, not even fastai's
+    assert f'({cpu} extraction, {cpu} heads; CPU' in out, out                # the CPU's precision, both, and why
     assert (tmp_path/'o'/'results.csv').exists()
 
 
