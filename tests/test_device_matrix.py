@@ -111,3 +111,13 @@ def test_v100_fp16_probe_gets_past_every_decision(tmp_path, monkeypatch, capsys)
     frames = [(Path(f.path).name, f.name) for f in e.traceback]
     assert ('encoders.py', 'create_encoder') in frames, frames             # the encoder moving to the GPU
     assert not (tmp_path/'c').exists() and not list((tmp_path/'o').glob('*.csv'))
+
+
+def test_create_encoder_resolves_on_the_device_it_is_given():
+    "From Python: fp16 without a device is one line saying to pass it; on a V100 it passes, to the first CUDA work"
+    with pytest.raises(ValueError, match=r"^precision='fp16' runs on a GPU: pass device='cuda' to create_encoder"):
+        create_encoder('mae_fmnist', precision='fp16')
+    with host(gpu='V100') as calls, pytest.raises(CUDATouched):
+        create_encoder('mae_fmnist', precision='fp16', device='cuda')
+    assert calls == ['_lazy_init']                                          # moving the weights: the first CUDA work
+    assert create_encoder('mae_fmnist', precision='auto').precision == RunConfig(device='cpu').extract_precision
