@@ -272,3 +272,19 @@ def test_old_and_new_runs_read(run, tmp_path):
     from ep_probing.run_folder import open_run
     shutil.copytree(run, tmp_path/'n'); set_json(tmp_path/'n'/'meta.json', world_size=2, global_batch=512)
     assert open_run(tmp_path/'n').meta['world_size'] == 2 and 'world_size' not in open_run(run).meta
+
+
+def test_refused_checkpoint_in_our_words(run, tmp_path, monkeypatch, capsys):
+    "An encoder checkpoint that torch.load(weights_only=True) refuses, or a truncated one: said whole, in our words"
+    marker = tmp_path/'MARKER'
+    class Plant:
+        def __reduce__(self): return (os.system, (f"touch {marker}",))
+    torch.save({'pos_embed': Plant()}, tmp_path/'plant.pth'); good = (tmp_path/'plant.pth').read_bytes()
+    (tmp_path/'cut.pth').write_bytes(good[:len(good) // 2])
+    for f, says in (('plant.pth', 'it was refused, because it holds Python objects besides tensors and plain values'),
+                    ('cut.pth', 'it is damaged, truncated or not a checkpoint (')):
+        code, out, err = evl(monkeypatch, capsys, run, run, tmp_path/'cache', '--encoder', 'vit_tiny_patch16_224',
+                             '--checkpoint', tmp_path/f)
+        one_line_error('ep_eval', code, out, err, f"checkpoint '{tmp_path/f}' cannot be read as tensors: {says}")
+        assert err.rstrip().endswith('saved with torch.save (--debug shows the traceback)'), err
+    assert not marker.exists() and not (tmp_path/'cache').exists()
