@@ -86,6 +86,7 @@ def head_config(m:dict, # a head's `.meta` (for a head of a run: the run's optio
     "The `RunConfig` that rebuilds a head's tokens as its run made them: its options from `m`, then `options`"
     layers, at = _head_layers(m, layer)
     kw = {k: m[k] for k in _run_options if m.get(k) is not None and not (k == 'img_size' and isinstance(m[k], list))}
+    if options.get('checkpoint') is not None: kw.pop('pretrained', None)     # the file's weights, not random ones
     return RunConfig(**{**kw, 'layers': layers, **{k: v for k, v in options.items() if v is not None}}), at
 
 # %% ../nbs/09c_trained.ipynb #627f43ed

@@ -239,6 +239,10 @@ def test_random_init_run(tmp_path, monkeypatch, capsys):
     assert code == 0 and '(from the cache)' in out_, err                    # the run's own tokens: the same encoder
     row = json.loads((out/'results.json').read_text())[0]
     assert f"test top-1  {100 * row['test_top1']:.2f}%" in out_, out_
+    for cmd, args in ((ep_predict, [out, tmp_path/'a.png']), (ep_eval, ['--head', out, '--cache_dir', tmp_path/'cache'])):
+        code, out_, err = run_cli(cmd, monkeypatch, capsys, [*args, '--checkpoint', tmp_path/'nope.pth'])
+        one_line_error(cmd.__name__, code, out_, err, f"checkpoint '{tmp_path/'nope.pth'}' does not exist")
+        assert '--random_init' not in err, err                                # a flag these commands do not have
 
 
 # --- 48.2: an edited model card is kept
