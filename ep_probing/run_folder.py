@@ -180,13 +180,15 @@ field_kinds = {'text': lambda v: isinstance(v, str) and v.strip() != '',        
                'a positive number': lambda v: _finite(v) and v > 0,
                'a list of text': lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v),
                'a list of whole numbers': lambda v: isinstance(v, list) and all(_whole(i, -2**62) for i in v),
-               'a list of numbers': lambda v: isinstance(v, list) and all(_finite(x) for x in v)}
+               'a list of numbers': lambda v: isinstance(v, list) and all(_finite(x) for x in v),
+               'a size (a whole number or a list of them)': lambda v: _whole(v, 1) or (
+                   isinstance(v, list) and all(_whole(i, 1) for i in v))}
 
 # %% ../nbs/08b_run_folder.ipynb #f3bc9a0e
 run_fields = {                                        # the fields of a run's files that readers use, and their kinds
     'meta.json': dict(encoder='text', weights='text', weights_sha256='text', data='text', classes='a list of text',
                       layers='a list of whole numbers', embed_dim='a whole number >= 1',
-                      img_size='a list of whole numbers',
+                      img_size='a size (a whole number or a list of them)',
                       mean='a list of numbers', std='a list of numbers', n_train='a whole number >= 0',
                       n_valid='a whole number >= 0', n_test='a whole number >= 0', test_id='text',
                       pretrained='true/false', checkpoint='text', norm='true/false', data_path='text',
