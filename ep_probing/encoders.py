@@ -9,7 +9,7 @@ __all__ = ['encoder_registry', 'nested_keys', 'key_prefixes', 'asset_dir', 'unwr
            'load_in_order', 'efficientnet_lite0_imagenet', 'create_encoder']
 
 # %% ../nbs/05_encoders.ipynb #51b9f434
-import argparse, hashlib, inspect, json, os, socket, sys, warnings
+import argparse, hashlib, inspect, json, os, pickle, socket, sys, warnings
 from urllib.parse import urlparse
 from pathlib import Path
 import torch, torch.nn as nn, timm
@@ -54,10 +54,14 @@ def load_state_dict_file(path, # a `.safetensors` file, or a torch file (`.pth`,
         # MAE, DINO and iBOT save their `args` beside the weights
         with torch.serialization.safe_globals([argparse.Namespace]):
             sd = torch.load(path, map_location='cpu', weights_only=True)  # tensors and plain values only: nothing runs
-    except Exception as e:  # garbage, truncated, a pickle of code, a bad header
-        why = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
-        raise ValueError(f"checkpoint {str(path)!r} cannot be read as tensors ({type(e).__name__}: {why}); "
+    except pickle.UnpicklingError:  # torch.load's refusal, said in our words (its own is cut mid-sentence)
+        raise ValueError(f"checkpoint {str(path)!r} cannot be read as tensors: it was refused, because it holds Python "
+                         "objects besides tensors and plain values, and loading them could run code; "
                          "pass a .safetensors file or a .pth state dict saved with torch.save") from None
+    except Exception as e:  # garbage, truncated, a bad header
+        raise ValueError(f"checkpoint {str(path)!r} cannot be read as tensors: it is damaged, truncated or not a "
+                         f"checkpoint ({type(e).__name__}); pass a .safetensors file or a .pth state dict "
+                         "saved with torch.save") from None
     sd = unwrap_state_dict(sd)
     if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
         raise ValueError(f"{str(path)!r} holds a {type(sd).__name__} that is not a state dict of tensors; "

@@ -70,6 +70,7 @@ class Prepared:
                 ):
         self.cfg = c = RunConfig.of(cfg, **options); _check_decode(c)                  # before anything is built
         self.device, self.extract_precision = c.torch_device, c.extract_precision       # decided once, by the config
+        if not c.pretrained: torch.manual_seed(c.seed)            # random weights from the run's seed (ep_predict)
         self.enc = _encoder(encoder, c.layers, self.extract_precision, pretrained=c.pretrained, norm=c.norm,
                             checkpoint=c.checkpoint, img_size=c.img_size, device=self.device)   # `layers` on its depth
         self.layers, self.depth = self.enc.layers, self.enc.depth

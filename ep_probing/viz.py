@@ -6,8 +6,7 @@
 __all__ = ['image_exts', 'attention_maps', 'upsample_maps', 'to_display', 'part_map', 'query_diversity',
            'diversity_table', 'has_maps', 'object_attention', 'object_table', 'mean_attention', 'select_queries',
            'save_figure', 'plot_attention_grid', 'plot_part_map', 'plot_mean_maps', 'save_attention_figure',
-           'figure_head', 'save_run_attention', 'image_files', 'load_images', 'load_encoder', 'check_head',
-           'ep_attention']
+           'figure_head', 'save_run_attention', 'image_files', 'load_images', 'check_attention', 'ep_attention']
 
 # %% ../nbs/12_viz.ipynb #7458d0cd
 import math
@@ -20,6 +19,7 @@ from .core import infer_grid, user_errors, atomic_write, write_json
 from .data import targets_of
 from .stats import object_mask, attention_on_object, pointing, mean_ci
 from .probes import Probe
+from .run_folder import path_kind
 
 # %% ../nbs/12_viz.ipynb #db1bfae5
 def attention_maps(probe:Probe, # a probe with attention (`probe.attn_weights`)
@@ -309,6 +309,8 @@ def image_files(path, # an image file or a folder of them
     path = Path(path)
     if path.is_file(): return [path]
     if not path.is_dir():
+        if kind := path_kind(path):
+            raise ValueError(f"{str(path)!r} is {kind}; pass an image file or a folder of images")
         raise FileNotFoundError(f"{str(path)!r} does not exist; pass an image file or a folder of images")
     fs = sorted(f for f in path.iterdir() if f.is_file() and f.suffix.lower() in image_exts)
     if not fs: raise ValueError(f"no images ({', '.join(image_exts)}) in the folder {str(path)!r}")
@@ -328,25 +330,8 @@ def load_images(files:list, # image files
     return torch.stack(out)
 
 # %% ../nbs/12_viz.ipynb #2ed88783
-def load_encoder(encoder:str, # short name, timm name, or a ViT asset `.json`/`.safetensors` file
-                 checkpoint:str=None, # timm names: local weights
-                 layer:int=-1, # the block whose tokens the head reads
-                 device=None):
-    "A `FrozenEncoder` from a short name, a timm name (+ `checkpoint`) or a local ViT asset file pair"
-    from ep_probing.encoders import create_encoder, vit_from_assets, FrozenEncoder
-    p = Path(encoder)
-    if p.suffix in ('.json', '.safetensors'):
-        model, cfg = vit_from_assets(p.stem, p.parent)
-        enc = FrozenEncoder(model, layer, name=p.stem, data_config=cfg)
-        return enc.to(device) if device else enc
-    return create_encoder(encoder, layers=layer, checkpoint=checkpoint, device=device)
-
-def check_head(probe:Probe, encoder)->Probe:
-    "Raise a `ValueError` unless `probe` reads tokens of the encoder's width and has attention"
-    dim = probe.config['dim'] if hasattr(probe, 'config') else probe.pool.dim
-    if dim != encoder.embed_dim:
-        raise ValueError(f"the head was trained on tokens of width {dim} but encoder {encoder.name!r} "
-                         f"gives width {encoder.embed_dim}; pass the encoder (and layer) the head was trained on")
+def check_attention(probe:Probe)->Probe:
+    "Raise a `ValueError` unless `probe`'s pool has attention to show"
     if not hasattr(probe.pool, 'attn_weights'):
         raise ValueError(f"the head's pool {type(probe.pool).__name__} has no attention to show; "
                          "use a head such as 'ep' or 'mhca'")
@@ -372,22 +357,22 @@ def _attention_pages(probe:Probe, enc, files:list, out:Path, # the head, its enc
 # %% ../nbs/12_viz.ipynb #89e495ba
 @call_parse
 def ep_attention(images:str, # an image file or a folder of images
-                 head:str, # a head saved by save_head/fit_probes (file stem, .json or .safetensors)
-                 encoder:str='efficientnet_lite0_imagenet', # short name, timm name, or a ViT asset .json/.safetensors
+                 head:str, # a run folder, a saved head (stem, Hub-ready folder, ep_head.pth) or hf://owner/repo
+                 encoder:str=None, # short name, timm name, or a ViT asset .json/.safetensors (default: the head's)
                  out:str='attention', # output folder for the PNGs and diversity.json
                  checkpoint:str=None, # local weights for a timm encoder name
-                 layer:int=-1, # the encoder block the head reads
+                 layer:int=None, # the encoder block the head reads (default: the head's, else the last)
                  max_queries:int=8, # queries shown per page
                  per_page:int=8, # images per attention page
-                 device:str=None, # e.g. 'cuda' (default: CPU)
+                 device:str=None, # cpu, cuda or cuda:N (default: CUDA when present)
                  debug:bool=False, # show the traceback of errors
                 ):
     "Write attention figures of a saved head on images: per-query overlays, part maps, mean maps and diversity"
     with user_errors('ep_attention', debug):
-        from ep_probing.fit import load_head
+        from ep_probing.trained import ready_head
         files = image_files(images)
-        enc = load_encoder(encoder, checkpoint, layer, device)
-        probe = check_head(load_head(head, device=enc.device), enc)
+        r = ready_head(head, encoder=encoder, layer=layer, checkpoint=checkpoint, device=device)
+        probe, enc = check_attention(r.probe), r.encoder
         out = Path(out)
         pages, maps = _attention_pages(probe, enc, files, out, per_page, max_queries)      # maps: (B, M, N)
         mean_png = save_figure(plot_mean_maps(maps.mean(0)), out/'mean_maps.png')

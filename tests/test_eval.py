@@ -5,7 +5,8 @@ from functools import partial
 import json, os, re, sys
 import pytest, torch
 from PIL import Image
-from ep_probing.heads import ep_eval, eval_head, eval_head_of, export_head, run_head, save_head
+from ep_probing.heads import save_head
+from ep_probing.trained import ep_eval, eval_head, head_of, export_head, run_head
 from ep_probing.pipeline import ep_probe
 from ep_probing.probes import create_probe
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -93,4 +94,4 @@ def test_eval_user_errors(run, tmp_path, monkeypatch, capsys):
     err(['--head', rel/'ep_head.pth', '--probe', 'ep'], 'picks a probe of a run')
     err(['--head', run, '--probe', 'mhca'], '--probe mhca: the run at')
     assert not cache.exists() or not any(cache.iterdir())
-    assert eval_head_of(run, 'ep').meta['test_top1'] == row_of(run, 'ep')['test_top1']    # the run is untouched
+    assert head_of(run, 'ep').meta['test_top1'] == row_of(run, 'ep')['test_top1']    # the run is untouched

@@ -5,8 +5,9 @@ import numpy as np, torch, timm, pytest
 from PIL import Image
 from safetensors.torch import save_file
 from ep_probing.probes import create_probe
-from ep_probing.fit import save_head, load_head
-from ep_probing.viz import load_encoder, load_images, image_files, attention_maps, query_diversity
+from ep_probing.heads import save_head
+from ep_probing.viz import load_images, image_files, attention_maps, query_diversity
+from ep_probing.trained import ready_head
 
 root = Path(__file__).resolve().parents[1]
 kw = dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=0)
@@ -46,7 +47,7 @@ def test_ep_attention_end_to_end(setup):
         with Image.open(tmp/'out'/n) as im: assert im.format == 'PNG' and im.size[0] > 100
     div = json.loads((tmp/'out'/'diversity.json').read_text())
     # the numbers are those of the library functions on the same images, encoder and head
-    enc, head = load_encoder(str(tmp/'tiny_vit.json')), load_head(tmp/'head')
+    r = ready_head(tmp/'head', encoder=str(tmp/'tiny_vit.json')); enc, head = r.encoder, r.probe
     x = load_images(image_files(tmp/'imgs'), enc.transform())
     want = query_diversity(attention_maps(head, *enc(x)))
     assert div['images'] == 6 and div['encoder'] == 'tiny_vit'
@@ -62,7 +63,7 @@ def test_ep_attention_errors(setup):
     tmp, _ = setup
     save_head(create_probe('ep', 64, 4, num_queries=4), tmp/'wide')
     r = cli(tmp/'imgs', tmp/'wide', '--encoder', tmp/'tiny_vit.json', '--out', tmp/'o1')
-    assert r.returncode != 0 and 'trained on tokens of width 64' in r.stderr and "gives width 32" in r.stderr, r.stderr
+    assert r.returncode != 0 and 'head reads width 64' in r.stderr and "gives tokens of width 32" in r.stderr, r.stderr
     bad = tmp/'bad'; bad.mkdir(); (bad/'ok.png').write_bytes((tmp/'imgs'/'im0.png').read_bytes()); (bad/'broken.jpg').write_bytes(b'\xff\xd8 truncated')
     r = cli(bad, tmp/'head', '--encoder', tmp/'tiny_vit.json', '--out', tmp/'o2')
     assert r.returncode != 0 and 'broken.jpg' in r.stderr and 'not an image that PIL can read' in r.stderr, r.stderr
