@@ -27,7 +27,7 @@ def main(a)->dict:
     work = Path(a.work or tempfile.mkdtemp())
     ds = image_folder(fake_imagenet(work/'fi', a.n)/'train', channels=3)
     torch.manual_seed(0)
-    enc = create_encoder(timm_model(a.model, pretrained=False, num_classes=0), precision='auto').to(a.device)
+    enc = create_encoder(timm_model(a.model, pretrained=False, num_classes=0), precision='auto', device=a.device)
     tf = enc.transform()
     mk = lambda d, tf_, coll=None: DataLoader(_Transformed(d, tf_, range(len(d))), batch_size=a.bs,
                                               num_workers=a.workers, collate_fn=coll,
