@@ -164,9 +164,14 @@ def device_info(device:str='cpu', # a resolved device: 'cpu', 'cuda' or 'cuda:N'
         return dict(kind='cpu', name=f"CPU ({unit})" if unit else 'CPU', capability=None, native_bf16=bool(unit),
                     count=1)
     i, hip = torch.device(device).index or 0, torch.version.hip is not None
-    cap = tuple(torch.cuda.get_device_capability(i))
-    return dict(kind='rocm' if hip else 'cuda', name=torch.cuda.get_device_name(i), capability=cap,
-                native_bf16=hip or cap >= (8, 0), count=torch.cuda.device_count())
+    try: cap, name, count = tuple(torch.cuda.get_device_capability(i)), torch.cuda.get_device_name(i), \
+                            torch.cuda.device_count()
+    except (RuntimeError, AssertionError) as e:          # visible but unusable: no driver, busy in exclusive mode...
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"the CUDA device {device} is visible but cannot be used ({msg}); "
+                         f"use {spell('device', 'cpu')}") from None
+    return dict(kind='rocm' if hip else 'cuda', name=name, capability=cap, native_bf16=hip or cap >= (8, 0),
+                count=count)
 
 # %% ../nbs/08a_config.ipynb #3637cb56
 def precision_choice(precision:str, # 'auto', 'bf16', 'fp16' or 'none' (fp32)

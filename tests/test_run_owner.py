@@ -10,7 +10,7 @@ from ep_probing.config import RunConfig, resolve_precision
 from ep_probing.pipeline import run_probing
 sys.path.insert(0, str(Path(__file__).parent))
 import console   # noqa: E402
-from standin import host, CUDATouched   # noqa: E402
+from standin import host   # noqa: E402
 
 TINY = ['--train_size', '300', '--test_size', '100', '--epochs', '1', '--probes', 'gap,ep', '--blrs', '0.1']
 run_cli = partial(console.run_cli, ep_probe)
@@ -19,7 +19,11 @@ run_cli = partial(console.run_cli, ep_probe)
 def test_device_cpu_on_a_driverless_host(tmp_path, monkeypatch, capsys):
     "CUDA says it is here, and every other CUDA call fails (a node whose driver is gone): `--device cpu` asks none"
     with host(driverless=True) as calls:
-        with pytest.raises(CUDATouched): RunConfig().torch_device and RunConfig().extract_precision   # the GPU, tried
+        with pytest.raises(ValueError, match=r'the CUDA device cuda is visible but cannot be used .*use device=.cpu.'):
+            RunConfig().extract_precision                                 # the GPU, tried: one line, not CUDATouched
+        code, _, err = run_cli(monkeypatch, capsys, [*TINY, '--out', tmp_path/'o0', '--cache_dir', tmp_path/'c'])
+        assert code == 2 and err.count('\n') == 1 and 'cannot be used' in err and '--device cpu' in err, err
+        assert not (tmp_path/'o0'/'results.csv').exists() and not (tmp_path/'c').exists()   # nothing done first
         calls.clear(); cpu = {'none': 'fp32'}.get(p := resolve_precision('auto', 'cpu'), p)   # the stand-in CPU's
         code, out, err = run_cli(monkeypatch, capsys, [*TINY, '--device', 'cpu', '--out', tmp_path/'o',
                                                        '--cache_dir', tmp_path/'c'])
