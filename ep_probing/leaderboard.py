@@ -13,7 +13,7 @@ import numpy as np, pandas as pd
 from fastcore.script import call_parse, Param
 from .core import atomic_write, write_json, file_sha256, user_errors, spell
 from .stats import unpack_correct, compare_line, compare_table
-from .run_folder import open_run, bad_run_file
+from .run_folder import open_run, bad_run_file, not_found, path_kind
 
 # %% ../nbs/14_leaderboard.ipynb #f1d75734
 _need = {'results.json': ('params', 'blr', 'test_top1'),          # what a run must record to be on a leaderboard
@@ -48,6 +48,7 @@ def read_run(folder, # an `ep_probe --out` folder
             )->pd.DataFrame: # one row per probe, with the run's encoder, weights, data, seed, test split size and k-NN
     "The probes of one finished `ep_probe` run, with the facts of its `meta.json` (and `knn.json`) on every row"
     folder = Path(folder)
+    if path_kind(folder): raise not_found(folder, 'an ep_probe run folder (its --out)')   # a device, a FIFO...
     if not (folder/'results.json').is_file():
         ours = any((folder/n).is_file() for n in ('leaderboard.json', 'compare.json'))   # `runs/*` with a board in it
         raise FileNotFoundError(f"{folder}: no results.json; pass folders that ep_probe wrote (its --out), "

@@ -292,3 +292,12 @@ def test_refused_checkpoint_in_our_words(run, tmp_path, monkeypatch, capsys):
         one_line_error('ep_eval', code, out, err, f"checkpoint '{tmp_path/f}' cannot be read as tensors: {says}")
         assert err.rstrip().endswith('saved with torch.save (--debug shows the traceback)'), err
     assert not marker.exists() and not (tmp_path/'cache').exists()
+
+
+def test_special_files_as_runs(run, tmp_path, monkeypatch, capsys):
+    "ep_compare and ep_leaderboard given a device or a FIFO instead of a run: they say what it is"
+    os.mkfifo(tmp_path/'fifo')
+    for cmd in (ep_compare, ep_leaderboard):
+        for path, what in (('/dev/null', 'a character device'), (tmp_path/'fifo', 'a named pipe (FIFO)')):
+            code, out, err = run_cli(cmd, monkeypatch, capsys, [run, path])
+            one_line_error(cmd.__name__, code, out, err, f'{path} is {what}, not an ep_probe run folder')
