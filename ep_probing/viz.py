@@ -384,7 +384,7 @@ def ep_attention(images:str, # an image file or a folder of images
                 ):
     "Write attention figures of a saved head on images: per-query overlays, part maps, mean maps and diversity"
     with user_errors('ep_attention', debug):
-        from ep_probing.fit import load_head
+        from ep_probing.heads import load_head
         files = image_files(images)
         enc = load_encoder(encoder, checkpoint, layer, device)
         probe = check_head(load_head(head, device=enc.device), enc)

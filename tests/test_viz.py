@@ -5,7 +5,7 @@ import numpy as np, torch, timm, pytest
 from PIL import Image
 from safetensors.torch import save_file
 from ep_probing.probes import create_probe
-from ep_probing.fit import save_head, load_head
+from ep_probing.heads import save_head, load_head
 from ep_probing.viz import load_encoder, load_images, image_files, attention_maps, query_diversity
 
 root = Path(__file__).resolve().parents[1]
