@@ -1,7 +1,7 @@
 """Issue 48 item 19: a command's error names the flag as the user typed it (`--layer 99`, `--encoder 12`), never a
 Python spelling (`layers= 99`, `model=12`, `create the probe with dim=...`). Each command runs as its console script,
 in a fresh process, and must fail with one line and exit code 2."""
-import json, os, subprocess, sys
+import json, os, subprocess
 from pathlib import Path
 import pytest
 from PIL import Image
