@@ -13,9 +13,8 @@ import torch, torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 from fastcore.script import call_parse
 from .core import atomic_write, user_errors, check_count
-from .cli import run_flags
-from .config import resolve_device, resolve_precision, precision_dtype
-from .probes import create_probe, probe_registry, n_params, list_probes
+from .config import RunConfig, resolve_device, resolve_precision, precision_dtype
+from .probes import create_probe, probe_entry, n_params, list_probes
 
 # %% ../nbs/04b_bench.ipynb #983bef67
 def _status_kb(field): return int(re.search(rf'{field}:\s+(\d+)', Path('/proc/self/status').read_text()).group(1))
@@ -90,7 +89,7 @@ def bench_batch(batch_size:int, num_tokens:int, dim:int, num_classes:int,
 
 # %% ../nbs/04b_bench.ipynb #8332e668
 def _make(name, kw, dim, num_classes, num_tokens):
-    if 'num_tokens' in inspect.signature(probe_registry[name]['factory']).parameters:
+    if 'num_tokens' in inspect.signature(probe_entry(name)['factory']).parameters:
         kw = dict(kw, num_tokens=num_tokens)
     return create_probe(name, dim, num_classes, **kw)
 
@@ -224,8 +223,8 @@ def ep_bench(probes:str='ep,ep_value_first,mhca,mhca_pool_first', # comma-separa
                             ('num_classes', num_classes, 1), ('steps', steps, 1), ('warmup', warmup, 0)]:
             check_count(v, flag, lo)
         ref = _bench_ref(probes, ref)
-        run_flags['precision'](precision); device = resolve_device(device)       # --device cuda without CUDA fails here
-        precision = resolve_precision('bf16' if amp else precision, device)           # a bad value fails here
+        cfg = RunConfig(device=device, precision='bf16' if amp else precision)   # checked as ep_probe's options are
+        device, precision = cfg.torch_device, cfg.extract_precision     # decided once; --device cuda without CUDA fails
         df = bench_probes(probes, batch_size, num_tokens, dim, num_classes, steps, warmup, device, precision)
         _print_bench(df)
         for l in bench_ratios(df, ref): print(l)

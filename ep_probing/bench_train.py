@@ -22,7 +22,7 @@ from .data import fmnist_sample, subset_indices, TransformDataset
 from .datasets import load_data
 from .cache import extract_features, FeatureCache, CachedTokens, cached_dl
 from .fit import fit_probes
-from .config import resolve_device, resolve_precision, precision_dtype, native_bf16
+from .config import RunConfig, resolve_device, resolve_precision, precision_dtype, native_bf16
 from .specs import parse_specs, grid_specs
 from .bench import bench_time, bench_batch
 from .probes import create_probe
@@ -563,6 +563,10 @@ def _only(only:str)->list:
         raise ValueError(f"--only {only!r}: unknown benchmark {', '.join(map(repr, bad))}; use some of {use}")
     return names
 
+def _sizes(sizes:str)->list:
+    "The training-set sizes of the scale benchmark (`--sizes`, comma-separated), checked"
+    return [check_count(s, 'sizes', 1) for s in str(sizes).split(',') if s.strip()]
+
 # %% ../nbs/11a_bench_train.ipynb #ea0de0ca
 @call_parse
 def ep_bench_train(model:str='vit_small_patch16_224', # timm model name (random weights)
@@ -580,12 +584,12 @@ def ep_bench_train(model:str='vit_small_patch16_224', # timm model name (random 
                   ):
     "Time K probes in one backbone pass, the cache, the grid, stacked heads, bf16 extraction, the paper's protocol"
     with user_errors('ep_bench_train', debug):
-        only, sizes = _only(only), [check_count(s, 'sizes', 1) for s in str(sizes).split(',') if s.strip()]
+        only, sizes, cfg = _only(only), _sizes(sizes), RunConfig(bs=bs, epochs=epochs, workers=workers)   # checked
         torch.manual_seed(0); torch.set_num_threads(threads or torch.get_num_threads())   # random weights: speed only
         enc = create_encoder(timm_model(model, pretrained=False, num_classes=0, img_size=img_size))
         ds, specs = RandomImages(n, img_size, enc.in_chans), [s for s in probes.split(',') if s]
         print(f"ep_bench_train: {model} ({enc.depth} blocks, C={enc.embed_dim}) at {img_size} px, {n} random images, "
-              f"bs {bs}, {torch.get_num_threads()} threads, {resolve_device()}")
+              f"bs {bs}, {torch.get_num_threads()} threads, {cfg.torch_device}")
         if 'joint' in only: print(_joint_text(bench_joint(enc, ds, specs, bs), specs))
         if 'cache' in only: print(_cache_text(bench_cache(enc, ds, specs, bs, epochs)))
         if 'grid' in only: print(_grid_text(bench_grid(specs=specs), specs))

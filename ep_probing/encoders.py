@@ -163,6 +163,7 @@ def resolve_layers(layers, # a block index, a list of them, or text: '-1', '0,3,
                    what:str='--layers', # what to call the value in messages
                   )->list: # sorted, distinct, non-negative block indices
     "The blocks named by `layers`; negative indices count from the end (the one block-index resolver)"
+    given = layers
     if isinstance(layers, str):
         if layers.strip() == 'all': return list(range(depth))
         try: layers = [int(l) for l in layers.split(',') if l.strip()]
@@ -170,8 +171,9 @@ def resolve_layers(layers, # a block index, a list of them, or text: '-1', '0,3,
                                             "or 'all'") from None
     idx = [layers] if isinstance(layers, int) else list(layers)
     if not idx or any(not isinstance(i, int) or not -depth <= i < depth for i in idx):
-        raise ValueError(f"{what} {layers!r} is out of range: this encoder has {depth} blocks; "
-                         f"valid indices are 0..{depth-1} (or -{depth}..-1), or 'all'")
+        v = ','.join(map(str, idx)) if what.startswith('--') else repr(given)     # a flag's value as typed
+        raise ValueError(f"{what}{'' if what.endswith('=') else ' '}{v} is out of range: this encoder has {depth} "
+                         f"blocks; valid indices are 0..{depth-1} (or -{depth}..-1), or 'all'")
     return sorted({i % depth for i in idx})
 
 # %% ../nbs/05_encoders.ipynb #2a1d6834
@@ -223,9 +225,9 @@ class FrozenEncoder(nn.Module):
         self.name = name or _cfg(model).get('architecture') or type(model).__name__
         self.depth = len(model.blocks) if self.is_vit else 1
         if not self.is_vit and layers not in (-1, [-1], 0, [0], '-1', '0', 'all'):
-            raise ValueError(f"layers={layers!r}: {type(model).__name__} is a CNN or hierarchical model here; "
-                             "it gives its last feature map only, use layers=-1")
-        self.layers, self.layer_arg = resolve_layers(layers, self.depth, what='layers='), layers
+            raise ValueError(f"{spell('layers', layers)}: {type(model).__name__} is a CNN or hierarchical model here; "
+                             f"it gives its last feature map only, use {spell('layers', -1)}")
+        self.layers, self.layer_arg = resolve_layers(layers, self.depth, what=spell('layers')), layers
         if prune and self.is_vit and self.layers[-1] < self.depth - 1:
             model.prune_intermediate_layers(self.layers, prune_norm=not norm)
         self.num_prefix_tokens = getattr(model, 'num_prefix_tokens', 0) if self.is_vit else 0
@@ -452,8 +454,8 @@ def _build_encoder(model, # as given to create_encoder
         enc = FrozenEncoder(m, layers, norm, name=name, precision=precision, prune=True)
         weights = (f"checkpoint {Path(checkpoint).name}" if checkpoint is not None
                    else 'pretrained' if pretrained else 'random init')
-    else: raise ValueError(f"model={model!r}: pass a short name {list(encoder_registry)}, "
-                           "a timm model name or an nn.Module")
+    else: raise ValueError(f"{spell('model', model)}: pass a short name {list(encoder_registry)}, "
+                           "a timm model name or (from Python) an nn.Module")
     return enc, weights
 
 # %% ../nbs/05_encoders.ipynb #e6b8d0f2

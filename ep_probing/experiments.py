@@ -5,21 +5,20 @@
 # %% auto #0
 __all__ = ['run_probes', 'at_chosen', 'tuned_seeds', 'test_images', 'probe_costs', 'summarise', 'compare_probes',
            'correct_by', 'interval_text', 'ep_claims', 'plot_compare', 'layerwise', 'plot_layers', 'knn_valid_test',
-           'lowshot', 'plot_lowshot', 'num_queries', 'plot_queries', 'mae_fmnist_eval', 'ep_experiment']
+           'lowshot', 'plot_lowshot', 'num_queries', 'plot_queries', 'mae_fmnist_eval', 'run_experiment']
 
 # %% ../nbs/13_experiments.ipynb #f0c3ea34
 import json, time, math, hashlib, shutil, timm, fastai
 from pathlib import Path
 import numpy as np, pandas as pd, torch
-from fastcore.script import call_parse
 from fastai.data.core import DataLoaders
 from .data import low_shot_indices
 from .prepare import Prepared
 from .cache import CachedTokens, cached_dl
 from dataclasses import replace
 from .knn import knn_sweep, knn_predict, cache_global_features
-from .core import atomic_write, command_line, user_errors, Interrupted, check_seeds
-from .cli import run_flags
+from .core import atomic_write, Interrupted, check_seeds
+from .config import RunConfig
 from .fit import fit_probes
 from .probes import list_probes, create_probe
 from .specs import ProbeSpec, parse_specs, grid_specs
@@ -351,14 +350,12 @@ def _read_chosen(fn:str, which:str)->pd.DataFrame:
     return c
 
 # %% ../nbs/13_experiments.ipynb #8cc7f154
-def _check_experiment(a:dict, # ep_experiment's arguments by name
+def _check_experiment(which:str, seeds:str, blrs_from:str=None, # the arguments of `run_experiment`
                      )->tuple: # (seeds, the rows of `--blrs_from` or None)
-    "Check `ep_experiment`'s arguments, with an error naming the flag; its seeds and the rows `--blrs_from` reuses"
-    if a['which'] not in _which: raise ValueError(f"--which {a['which']!r}: choose one of {', '.join(_which)}")
-    sd = check_seeds(a['seeds'])
-    for flag in ('epochs', 'bs', 'train_size', 'test_size'): run_flags[flag](a[flag])
-    if a['blr'] is not None: run_flags['blr'](a['blr'])
-    return sd, None if a['blrs_from'] is None else _read_chosen(a['blrs_from'], a['which'])
+    "Check what `ep_experiment` adds to the run's options (checked by `RunConfig`): seeds, and `--blrs_from`'s rows"
+    if which not in _which: raise ValueError(f"--which {which!r}: choose one of {', '.join(_which)}")
+    sd = check_seeds(seeds)
+    return sd, None if blrs_from is None else _read_chosen(blrs_from, which)
 
 # %% ../nbs/13_experiments.ipynb #5febd92a
 def _run_experiment(p:Prepared, which:str, # the prepared data, and the experiment in `_which`
@@ -402,32 +399,20 @@ def _write_experiment(df:pd.DataFrame, p:Prepared, # the rows, and the prepared 
           "(+ .json: the command and the encoder's hash)")
 
 # %% ../nbs/13_experiments.ipynb #1167863f
-@call_parse
-def ep_experiment(which:str='compare', # compare, layers, lowshot or queries
-                  out:str='experiment.csv', # CSV of per-seed rows (written atomically)
-                  encoder:str='mae_fmnist', # encoder short name or timm name
-                  random_init:bool=False, # timm names: random weights instead of the pretrained ones (a baseline)
-                  checkpoint:str=None, # timm names: a local `.safetensors`/`.pth` file instead
-                  data:str='fashion_mnist', # 'fashion_mnist' or an image folder with train/ and test/
-                  train_size:int=0, # stratified subset of train (0: all)
-                  test_size:int=0, # stratified subset of test (0: all)
-                  seeds:str='0,1,2', # comma-separated seeds
-                  epochs:int=10, # epochs per training run
-                  opt:str='adamw', # 'adamw' or 'lars' (the paper's 90-epoch recipe)
-                  blrs:str='default', # lr grid, chosen on validation (first seed): 'default', 'none' or '1e-3,1e-2'
-                  blr:float=None, # one base learning rate for every probe instead of a grid
-                  blrs_from:str=None, # compare, queries: an earlier run's CSV; its probes keep the blr it chose
-                  bs:int=256, # batch size
-                  cache_dir:str='~/.cache/ep_probing/features', # feature cache root
-                  debug:bool=False, # show the traceback of errors
-                 ):
-    "Run one of the experiments on cached tokens and write its per-seed results as CSV"
-    with user_errors('ep_experiment', debug):
-        args = dict(locals())
-        sd, chosen = _check_experiment(args)
-        t0 = time.perf_counter()
-        p = Prepared(encoder, data, layers='all' if which == 'layers' else '-1', train_size=train_size,
-                     test_size=test_size, cache_dir=cache_dir, bs=bs, pretrained=not random_init, checkpoint=checkpoint)
-        parts = Path(out).with_suffix('.parts')  # every training run's checkpoint and results, until the CSV is written
-        df = _run_experiment(p, which, sd, parts, chosen, epochs=epochs, opt=opt, blr=blr, blrs=blrs)
-        _write_experiment(df, p, args, t0, command_line(ep_experiment, args))
+def run_experiment(which:str='compare', # compare, layers, lowshot or queries
+                   cfg:RunConfig=None, # the run's options (default `RunConfig()`); `layers` is the experiment's
+                   encoder='mae_fmnist', # encoder short name, timm name, or a module
+                   data:str='fashion_mnist', # 'fashion_mnist' or an image folder with train/ and test/
+                   seeds:str='0,1,2', # comma-separated seeds
+                   out:str='experiment.csv', # CSV of per-seed rows (written atomically)
+                   blrs_from:str=None, # compare, queries: an earlier run's CSV; its probes keep the blr it chose
+                   command:str=None, # the command line recorded beside the rows (`ep_experiment`'s)
+                  ):
+    "Run experiment `which` on cached tokens with the options of `cfg`, and write its per-seed rows to `out` as CSV"
+    sd, chosen = _check_experiment(which, seeds, blrs_from)
+    c = RunConfig.of(cfg, layers='all' if which == 'layers' else '-1')
+    t0 = time.perf_counter()
+    p = Prepared(encoder, data, c)
+    parts = Path(out).with_suffix('.parts')  # every training run's checkpoint and results, until the CSV is written
+    df = _run_experiment(p, which, sd, parts, chosen, epochs=c.epochs, opt=c.opt, blr=c.blr, blrs=c.blrs)
+    _write_experiment(df, p, dict(out=out, which=which), t0, command or f'run_experiment({which!r})')

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['mae_fmnist_stem', 'patchify', 'unpatchify', 'random_masking', 'MaskedAutoencoder', 'mae_loss',
            'param_groups', 'NormFlip', 'mae_dls', 'EpochLoss', 'mae_learner', 'mae_train', 'save_encoder',
-           'load_encoder', 'ep_pretrain', 'mae_fmnist_eval']
+           'load_encoder', 'ep_pretrain']
 
 # %% ../nbs/08_mae.ipynb #92a3abad
 import json, math, sys, time, torch, torch.nn as nn
@@ -349,12 +349,3 @@ def ep_pretrain(out:str='mae_fmnist_vit', # output stem: `{out}.safetensors`, `{
     args = {k: v for k, v in locals().items() if k in inspect.signature(ep_pretrain).parameters and k != 'debug'}
     with user_errors('ep_pretrain', debug):
         return _pretrain(args, _check_pretrain(args), command_line(ep_pretrain, args))
-
-# %% ../nbs/08_mae.ipynb #2784e9d8
-def mae_fmnist_eval(stem:str|Path=None, # default: the package's embedded `mae_fmnist_vit`
-                    **kwargs, # to `experiments.mae_fmnist_eval`
-                   )->dict: # probe -> test accuracy (%)
-    "Kept for earlier command lines: `experiments.mae_fmnist_eval`, which probes through the pipeline a floor above"
-    from ep_probing.experiments import mae_fmnist_eval as f                    # only when called: mae stays below
-    return f(stem, **kwargs)
-

@@ -20,7 +20,6 @@ from .core import Interrupted, write_json, spell
 from .knn import knn_eval, knn_best
 from .logreg import logreg_eval
 from .stats import vs_best, pack_correct
-from .cli import ep_probe  # noqa: F401 (the command lives with the console scripts; documented here)
 
 # %% ../nbs/11_pipeline.ipynb #f6b98818
 @dataclass

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['probe_registry', 'MeanPool', 'TokenPool', 'Probe', 'register_probe', 'cls_pool', 'mhca_pool', 'mqca_pool',
-           'list_probes', 'create_probe', 'n_params', 'param_table']
+           'list_probes', 'probe_entry', 'create_probe', 'n_params', 'param_table']
 
 # %% ../nbs/04_probes.ipynb #53140b35
 import inspect, torch, torch.nn as nn
@@ -95,6 +95,11 @@ def register_probe(name:str, # the name create_probe knows it by
         return f
     return _inner
 
+def _registered()->dict:
+    "`probe_registry` with the zoo's pools in it: the zoo registers them when it is first imported (here)"
+    from ep_probing import zoo  # noqa: F401 (not at the top: the zoo imports this module to register)
+    return probe_registry
+
 # %% ../nbs/04_probes.ipynb #b1e469ea
 @register_probe('cls', tokens='prefix', attention=False, aliases=('lp',))   # lp: the paper's name
 def cls_pool(dim:int): "LP on the [CLS] token: `TokenPool` at index 0"; return TokenPool(dim, 0)
@@ -117,20 +122,25 @@ register_probe('ep')(EfficientProbing)
 def list_probes(variants:bool=True # include the `_all` variants
                )->list:
     "Names `create_probe` accepts"
-    names = list(probe_registry)
+    names = list(reg := _registered())
     if variants:
-        names += [f'{n}_all' for n, r in probe_registry.items()
+        names += [f'{n}_all' for n, r in reg.items()
                   if r['attention'] and not r['grid'] and r['tokens']=='patch']
     return names
 
 # %% ../nbs/04_probes.ipynb #e7ca4484
 def _lookup(name):
     "The registry entry and token mode of `name` (or its alias), or a `ValueError` listing the valid names"
-    name = next((n for n, r in probe_registry.items() if name in r.get('aliases', ())), name)
-    if name in probe_registry: r = probe_registry[name]; return r, r['tokens']
+    reg = _registered()
+    name = next((n for n, r in reg.items() if name in r.get('aliases', ())), name)
+    if name in reg: r = reg[name]; return r, r['tokens']
     base = name[:-4] if isinstance(name, str) and name.endswith('_all') else None
-    if base in probe_registry and f'{base}_all' in list_probes(): return probe_registry[base], 'all'
+    if base in reg and f'{base}_all' in list_probes(): return reg[base], 'all'
     raise ValueError(f"unknown probe {name!r}; valid probes: {', '.join(list_probes())}")
+
+def probe_entry(name:str)->dict:
+    "The registry entry of probe `name` (an alias or `_all` variant too): its factory, tokens, grid, attention"
+    return _lookup(name)[0]
 
 def create_probe(name:str, # a registered pool, optionally with `_all` (attend over [prefix; patches])
                  dim:int, # token width `C`
@@ -167,6 +177,3 @@ def param_table(dim:int=768, # token width `C`
     for d in (2, 4, 8): probes[f'EP_32, d_out={d}'] = create_probe('ep', dim, num_classes, d_out=d)
     rows = [dict(probe=k, pool_params=n_params(p.pool), total_params=n_params(p)) for k, p in probes.items()]
     return pd.DataFrame(rows).set_index('probe')
-
-# %% ../nbs/04_probes.ipynb #3db1b60e
-from . import zoo  # noqa: F401,E402 (its pools register themselves; last, since it imports this module)

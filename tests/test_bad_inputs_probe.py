@@ -5,7 +5,7 @@ import json, os, subprocess, sys
 from pathlib import Path
 import pytest, torch
 from PIL import Image
-from ep_probing.pipeline import ep_probe
+from ep_probing.cli import ep_probe
 from ep_probing.core import out_lock
 sys.path.insert(0, str(Path(__file__).parent))
 import console   # noqa: E402

@@ -6,11 +6,12 @@ import pytest, torch, timm
 from PIL import Image
 from safetensors.torch import save_file
 from ep_probing.probes import create_probe
-from ep_probing.fit import save_head
+from ep_probing.heads import save_head
 from ep_probing.viz import ep_attention
 from ep_probing.bench import ep_bench
 from ep_probing.mae import ep_pretrain
-from ep_probing.experiments import ep_experiment
+from ep_probing.cli import ep_experiment
+from ep_probing.bench_train import ep_bench_train
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from console import run_cli   # noqa: E402
 
@@ -74,7 +75,7 @@ TOOLS = [
     (ep_bench, ['--num_tokens', '0'], '--num_tokens 0'), (ep_bench, ['--dim', '-3'], '--dim -3'),
     (ep_bench, ['--warmup', '-1'], '--warmup -1'), (ep_bench, ['--ref', 'nosuch'], '--ref nosuch: not among the benchmarked probes'),
     (ep_bench, ['--probes', 'nosuch'], 'unknown probe'),
-    (ep_bench, ['--precision', 'fp8'], "--precision 'fp8': use auto, bf16, fp16, none"),
+    (ep_bench, ['--precision', 'fp8'], "--precision fp8: use auto, bf16, fp16, none"),
     (ep_pretrain, ['--epochs', '0'], '--epochs 0: must be an integer of at least 1'), (ep_pretrain, ['--bs', '0'], '--bs 0'),
     (ep_pretrain, ['--lr', 'nan'], '--lr: a learning rate must be a finite positive'), (ep_pretrain, ['--mask_ratio', '1'], '--mask_ratio'),
     (ep_pretrain, ['--amp', 'fp8'], '--amp'),
@@ -82,13 +83,19 @@ TOOLS = [
     (ep_experiment, ['--epochs', '0'], '--epochs 0'), (ep_experiment, ['--which', 'nope'], 'choose one of compare'),
     (ep_experiment, ['--blrs_from', 'nosuch.csv'], '--blrs_from nosuch.csv: no such file'),
     (ep_experiment, ['--which', 'layers', '--blrs_from', 'nosuch.csv'], '--blrs_from applies to compare and queries'),
+    # the run's options of ep_experiment, ep_bench and ep_bench_train are RunConfig's: checked by it, before any work
+    (ep_experiment, ['--blrs', '1e-3,abc'], "--blrs 1e-3,abc: a learning rate must be"),
+    (ep_experiment, ['--opt', 'sgd'], '--opt sgd: use adamw, lars'),
+    (ep_bench, ['--device', 'tpu'], '--device tpu: use cpu, cuda, cuda:N'),
+    (ep_bench_train, ['--bs', '0'], '--bs 0: must be an integer of at least 1'),
 ]
 
 @pytest.mark.parametrize('fn, args, contains', TOOLS, ids=[f"{f.__name__} {' '.join(a)}" for f, a, _ in TOOLS])
 def test_bad_tool_flag(fn, args, contains, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     out_flag = dict(ep_bench=['--csv', tmp_path/'b.csv'], ep_pretrain=['--out', tmp_path/'vit'],
-                    ep_experiment=['--out', tmp_path/'e.csv', '--cache_dir', tmp_path/'c'])[fn.__name__]
+                    ep_experiment=['--out', tmp_path/'e.csv', '--cache_dir', tmp_path/'c'],
+                    ep_bench_train=['--out', tmp_path/'s'])[fn.__name__]
     code, out, err = run_cli(fn, monkeypatch, capsys, [*out_flag, *args])
     one_line_error(fn.__name__, code, err, contains)
     assert out == '' and list(tmp_path.iterdir()) == [], (out, list(tmp_path.iterdir()))   # nothing run, nothing written

@@ -4,7 +4,7 @@ import json, sys, warnings
 from pathlib import Path
 import pytest
 from fastcore.script import anno_parser
-from ep_probing.pipeline import ep_probe
+from ep_probing.cli import ep_probe
 from ep_probing.datasets import dataset_registry
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -7,7 +7,7 @@ import pytest, torch
 from PIL import Image
 from ep_probing.heads import save_head
 from ep_probing.trained import ep_eval, eval_head, head_of, export_head, run_head
-from ep_probing.pipeline import ep_probe
+from ep_probing.cli import ep_probe
 from ep_probing.probes import create_probe
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import console   # noqa: E402

@@ -8,7 +8,7 @@ import huggingface_hub.constants as hfc
 from ep_probing.data import fmnist_sample, subset_indices
 from ep_probing.heads import load_head, save_head
 from ep_probing.trained import ep_predict, run_head, export_head
-from ep_probing.pipeline import ep_probe
+from ep_probing.cli import ep_probe
 from ep_probing.probes import create_probe
 from ep_probing.stats import unpack_correct
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -5,7 +5,8 @@ import pytest
 from fastcore.script import anno_parser
 from PIL import Image
 import ep_probing.fit as fit
-from ep_probing.pipeline import run_probing, ep_probe
+from ep_probing.pipeline import run_probing
+from ep_probing.cli import ep_probe
 from ep_probing.config import RunConfig
 
 

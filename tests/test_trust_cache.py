@@ -7,7 +7,7 @@ import numpy as np
 from PIL import Image
 from ep_probing.cache import FeatureCache, read_shard
 from ep_probing.data import image_folder
-from ep_probing.pipeline import ep_probe
+from ep_probing.cli import ep_probe
 sys.path.insert(0, str(Path(__file__).parent))
 import console   # noqa: E402
 

@@ -6,7 +6,7 @@ import io, math, os, pickle, struct, sys, zlib
 from pathlib import Path
 import numpy as np, pytest
 from PIL import Image
-from ep_probing.pipeline import ep_probe
+from ep_probing.cli import ep_probe
 from ep_probing.datasets import load_named
 from ep_probing.data import DataError
 import datasets

@@ -15,7 +15,8 @@ import torch, torchvision.transforms as T
 from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))       # the repository root
 from ep_probing.encoders import create_encoder
-from ep_probing.fit import save_head, probe_learner
+from ep_probing.fit import probe_learner
+from ep_probing.heads import save_head
 from ep_probing.engine import fit_learner, SeedEpoch, warmup_cosine
 from fastai.data.core import DataLoaders
 from fastai.callback.schedule import ParamScheduler
