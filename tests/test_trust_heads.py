@@ -8,7 +8,7 @@ from safetensors.torch import load_file, save_file
 from ep_probing.data import fmnist_sample
 from ep_probing.trained import ep_predict, ep_eval, export_head, run_head
 from ep_probing.leaderboard import ep_compare, ep_leaderboard
-from ep_probing.pipeline import ep_probe
+from ep_probing.cli import ep_probe
 from ep_probing.probes import create_probe
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from console import run_cli   # noqa: E402
