@@ -1,6 +1,7 @@
 """`--help` and `-h` of the console commands that `ep_probing.cli.console` runs: the help of the real function, printed
-without importing torch (`cli.light_parser` reads the command's source). Each command runs in a fresh interpreter,
-as its console script does; the notebook nbs/00_core.ipynb checks that the text equals `anno_parser`'s."""
+without importing torch (`cli.light_parser` reads the source of ep_bench's and ep_pretrain's modules; ep_probe and
+ep_experiment live in the torch-free `cli`). Each command runs in a fresh interpreter,
+as its console script does; the notebook nbs/15_cli.ipynb checks that the text equals `anno_parser`'s."""
 import os, subprocess, sys
 from pathlib import Path
 import pytest
