@@ -40,14 +40,15 @@ def test_layer_out_of_range(heads):
 
 
 def test_layer_of_a_cnn(heads):
-    line = one_line('ep_attention', heads/'img.png', heads/'h192', '--layer', '3', '--out', heads/'o')
+    line = one_line('ep_attention', heads/'img.png', heads/'h192', '--encoder', 'efficientnet_lite0_imagenet',
+                    '--layer', '3', '--out', heads/'o')
     assert '--layer 3: EfficientNet is a CNN' in line and 'use --layer -1' in line and 'layers=' not in line, line
     assert not (heads/'o').exists()
 
 
 def test_head_of_another_width(heads):
     line = one_line('ep_predict', heads/'h32', heads/'img.png')
-    assert 'the encoder gives tokens of width 192, but the head was trained on tokens of width 32' in line, line
+    assert "'mae_fmnist' gives tokens of width 192 but the head reads width 32" in line and '--encoder' in line, line
     assert 'dim=' not in line and 'create the probe' not in line, line
 
 
