@@ -21,7 +21,7 @@ from fastcore.basics import patch
 from fastprogress.fastprogress import progress_bar
 from .encoders import FrozenEncoder
 from .core import interactive, spell
-from .dist import barrier, group_ranks
+from .dist import barrier, group_ranks, gather_object
 from .data import array_batches, JpegFiles, JpegTransform, jpeg_source
 from . import shards
 from .shards import (shard_arrays, another_folder, npy_header, mark_checked, read_manifest, cache_damage,
@@ -339,6 +339,16 @@ def _extract_shards(encoder, dataset, transform, d, todo, shapes, batch_size, nu
             pending = writer.submit(contextvars.copy_context().run, _write, d/f'shard_{i:05d}', buf)   # `spell`
         if pending is not None: pending.result()
 
+# %% ../nbs/07_cache.ipynb #a48f4001
+def _whole_run(n:int, shapes:dict, todo:list, num_shards:int, # as `_cache_size` has them (`todo`: this rank's)
+               d:Path, free:int, progress:bool, # the cache's folder, its free bytes, print the line?
+              )->tuple: # (images every rank extracts, the cache's size as text)
+    "The work of every rank together (one process: its own), said before it starts; every rank calls it"
+    every = [t for ts in gather_object(todo) for t in ts]
+    m, size = sum(b - a for _, a, b in every), _cache_size(n, shapes, every, num_shards)[2]
+    if progress and m: print(f"caching {_describe(n, shapes)}: {size} in {d} ({human_bytes(free)} free)", flush=True)
+    return m, size
+
 # %% ../nbs/07_cache.ipynb #a6790ec4
 def _fill_cache(encoder, dataset, transform, # as extract_features has them
                 d:Path, # the cache's folder, `root/key`
@@ -347,12 +357,11 @@ def _fill_cache(encoder, dataset, transform, # as extract_features has them
                 rank:int=0, world:int=1, # under DDP: this process extracts shards `i % world == rank`
                ):
     "Extract the shards of `d` still to do, write its `meta.json` and then its manifest; report the work done"
-    _check_writable(d)
-    n, shapes = len(dataset), _token_shapes(encoder, dataset, transform)
+    _check_writable(d); n, shapes = len(dataset), _token_shapes(encoder, dataset, transform)
     shards = [(s, min(s + shard_size, n)) for s in range(0, n, shard_size)]; mine = len(shards[rank::world])
     todo, bad = shards_to_do(d, shards, shapes, rank, world)
-    (m, nbytes, size), bar, free = _cache_size(n, shapes, todo, mine), progress and interactive(), _free_space(d)
-    if progress and m: print(f"caching {_describe(n, shapes)}: {size} in {d} ({human_bytes(free)} free)", flush=True)
+    (_, nbytes, _), bar, free = _cache_size(n, shapes, todo, mine), progress and interactive(), _free_space(d)
+    m_all, size = _whole_run(n, shapes, todo, len(shards), d, free, progress)   # every rank's work, said once
     check_free_space(d, nbytes + (1 << 20), shapes['patch'][0], free)
     meta = dict(key=key, info=info, n=n, shapes={k: list(v) for k, v in shapes.items()}, layers=list(encoder.layers))
     with on_full_disk(d):
@@ -366,8 +375,8 @@ def _fill_cache(encoder, dataset, transform, # as extract_features has them
         if rank == 0: write_manifest(d, key, n, len(shards))
     barrier()
     secs = time.perf_counter() - t0
-    done = (f"extracted {_describe(m, shapes)} in {secs:.1f} s ({m / max(secs, 1e-6):,.0f} img/s)" if m
-            else "nothing to extract")
+    done = (f"extracted {_describe(m_all, shapes)} in {secs:.1f} s ({m_all / max(secs, 1e-6):,.0f} img/s)"
+            if m_all else "nothing to extract")
     if progress and not bar: print(f"{done} -> {d} ({size})", flush=True)
 
 # %% ../nbs/07_cache.ipynb #a8cc13cd

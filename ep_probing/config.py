@@ -8,14 +8,13 @@ __all__ = ['max_grid', 'precisions', 'decoders', 'paper_recipe', 'parse_blrs', '
 
 # %% ../nbs/08a_config.ipynb #e27137c5
 # torch is imported where it is used: a command builds and checks its RunConfig before the heavy libraries load
-import re, warnings
+import numbers, os, re, warnings
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 from fastcore.basics import patch
 from fastcore.meta import delegates
-from .core import check_lr, check_count, check_fraction, check_halving, spell
+from .core import check_lr, check_fraction, check_halving, spell
 from .dist import world_size, rank, local_rank
-from .dist import init_distributed, group_ranks, barrier, broadcast_object, gather_object  # noqa: F401
 
 # %% ../nbs/08a_config.ipynb #6ec728ac
 max_grid = 64                                      # grid points per probe spec: each is a head trained on every batch
@@ -68,13 +67,15 @@ class RunConfig:
     precision:str='auto' # of extraction and heads: auto (bf16 where native), bf16, fp16 or none (fp32)
     out:str='ep_probe_out' # output folder: results, heads, log, attention figure
     resume:bool=False # continue an interrupted run in --out
+    overwrite:bool=False # replace a finished run in --out (its own files; others are kept)
     cache_dir:str='~/.cache/ep_probing/features' # where extracted tokens are cached
     device:str=None # cpu, cuda or cuda:N (default: CUDA when present)
     workers:int=None # DataLoader worker processes (default: 0 for arrays in memory, else min(8, CPU cores))
     knn:bool=False # also run the k-NN sweep on the cached [CLS] / mean tokens
     decode:str='auto' # JPEG files: cpu (PIL in the workers), gpu (decode_jpeg on CUDA), auto (gpu on CUDA, else cpu)
     logreg:bool=False # also fit a logistic regression (C chosen on validation) on the cached [CLS] / mean token
-    where:ClassVar[tuple] = ('out', 'resume', 'cache_dir', 'device', 'workers', 'knn', 'logreg')  # not in the result
+    where:ClassVar[tuple] = ('out', 'resume', 'overwrite', 'cache_dir', 'device', 'workers', 'knn',
+                             'logreg')  # not in the result
     def __post_init__(self): self.check()
 
 # %% ../nbs/08a_config.ipynb #394dc005
@@ -83,12 +84,33 @@ decoders = ('auto', 'cpu', 'gpu')                  # where JPEG files are decode
 def _one_of(name:str, v, ok:tuple):
     if v not in ok: raise ValueError(f"{spell(name, v)}: use {', '.join(map(str, ok))}")
 
+_switches = ('pretrained', 'stream', 'resume', 'overwrite', 'knn', 'logreg')    # `'no'` must not act as true
+_counts = dict(epochs=1, bs=1, accum_bs=1, img_size=1, train_size=0, test_size=0, seed=0, workers=0)   # lowest
+_paths = ('out', 'cache_dir', 'checkpoint', 'data_path')                           # None: only where it has a meaning
+
+@patch
+def _check_types(self:RunConfig):
+    "Refuse a value of the wrong type in the caller's words (`epochs='3'`, `--stream no`) before it acts as another"
+    for k in _switches:
+        if not isinstance(v := getattr(self, k), bool): raise ValueError(f"{spell(k, v)}: give True or False")
+    for k, lo in _counts.items():
+        v = getattr(self, k)
+        if v is None and k in ('accum_bs', 'img_size', 'workers'): continue    # None: its default rule
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
+            raise ValueError(f"{spell(k, v)}: must be an integer of at least {lo}")
+    for k in _paths:
+        v = getattr(self, k)
+        if (v is None and k != 'cache_dir') or isinstance(v, (str, os.PathLike)): continue
+        raise ValueError(f"{spell(k, v)}: give a path (a str or pathlib.Path)")
+    for k in ('valid_pct', 'halving'):
+        if isinstance(v := getattr(self, k), bool) or not isinstance(v, numbers.Real):
+            raise ValueError(f"{spell(k, v)}: give a number")
+
+# %% ../nbs/08a_config.ipynb #a48f2001
 @patch
 def check(self:RunConfig):
     "Raise a `ValueError` naming the option of any value that cannot work; store `blrs` and `norm` parsed"
-    for k in ('epochs', 'bs', 'accum_bs'): getattr(self, k) is None or check_count(getattr(self, k), k, 1)
-    for k in ('train_size', 'test_size', 'seed'): check_count(getattr(self, k), k, 0)
-    self.workers is None or check_count(self.workers, 'workers', 0)                 # None: `data.auto_workers`
+    self._check_types()
     for k in ('blr', 'lr'): getattr(self, k) is None or check_lr(getattr(self, k), spell(k, getattr(self, k)))
     if self.wd is not None and not (isinstance(self.wd, (int, float)) and 0 <= self.wd < float('inf')):
         raise ValueError(f"{spell('wd', self.wd)}: weight decay is a finite number of at least 0, e.g. 1e-4")

@@ -5,13 +5,13 @@
 # %% auto #0
 __all__ = ['fmnist_classes', 'fmnist_debian_dir', 'fmnist_url', 'fmnist_sha256', 'fmnist_sample_file', 'read_idx',
            'fmnist_cache_dir', 'fmnist_dirs', 'fmnist_download', 'fmnist_files', 'FashionMNIST', 'array_batches',
-           'to_channels', 'DataError', 'load_image', 'verify_images', 'image_samples', 'image_folder', 'jpeg_files',
-           'JpegFiles', 'JpegTransform', 'jpeg_source', 'targets_of', 'low_shot_indices', 'low_shot',
+           'to_channels', 'DataError', 'load_image', 'verify_images', 'image_samples', 'folder_classes', 'image_folder',
+           'jpeg_files', 'JpegFiles', 'JpegTransform', 'jpeg_source', 'targets_of', 'low_shot_indices', 'low_shot',
            'stratified_split', 'make_fmnist_sample', 'fmnist_sample', 'TransformDataset', 'stream_dls', 'in_memory',
            'auto_workers', 'subset_indices']
 
 # %% ../nbs/06_data.ipynb #cfa5deaa
-import gzip, os, platform, warnings, numpy as np, torch
+import gzip, os, platform, unicodedata, warnings, numpy as np, torch
 from functools import partial
 from pathlib import Path
 from PIL import Image
@@ -22,7 +22,7 @@ from torchvision.io import ImageReadMode, decode_jpeg
 import torchvision.transforms.v2.functional as F2
 from timm.data import MaybeToTensor
 from .encoders import ConvertImage
-from .config import group_ranks, gather_object
+from .dist import group_ranks, gather_object
 from .core import atomic_write, write_json, file_sha256, asset_path, spell
 
 # %% ../nbs/06_data.ipynb #97c30010
@@ -295,20 +295,18 @@ def image_samples(root:str|Path, # `root/<class>/...`
                  )->list: # `(path, label)` pairs, sorted within each class
     "The image files under each class folder; linked folders below a class are not entered and each file counts once"
     from torchvision.datasets.folder import IMG_EXTENSIONS
-    samples, seen, links, twice = [], set(), [], []
+    samples, seen, links, twice = [], {}, [], []           # `seen`: each real file -> the class folder that took it
     for c, y in sorted(class_to_idx.items(), key=lambda o: o[1]):
-        n = len(samples)
+        n, here, other = len(samples), Path(root)/c, None
         # followlinks=False: a loop or a link elsewhere is skipped
-        for d, dirs, files in sorted(os.walk(Path(root)/c)):
+        for d, dirs, files in sorted(os.walk(here)):
             links += [Path(d)/s for s in dirs if (Path(d)/s).is_symlink()]
             for f in sorted(files):
                 p = Path(d)/f
                 if p.suffix.lower() not in IMG_EXTENSIONS or not p.is_file(): continue
-                if (real := p.resolve()) in seen: twice.append(p); continue
-                seen.add(real); samples.append((str(p), y))
-        if len(samples) == n:
-            raise FileNotFoundError(f"the class folder {Path(root)/c} holds no images ({', '.join(IMG_EXTENSIONS)}); "
-                                    "add some or remove the folder")
+                if (real := p.resolve()) in seen: twice.append(p); other = seen[real]; continue
+                seen[real] = here; samples.append((str(p), y))
+        if len(samples) == n: _no_images(here, other, IMG_EXTENSIONS)
     if links: warnings.warn(f"{len(links)} linked folder(s) not entered "
                             "(a loop, or a link to another class, would repeat or mislabel images): "
                             f"{', '.join(map(str, links[:3]))}; copy the images there instead")
@@ -316,6 +314,33 @@ def image_samples(root:str|Path, # `root/<class>/...`
         warnings.warn(f"{len(twice)} file(s) reached twice through links counted once: "
                       f"{', '.join(map(str, twice[:3]))}")
     return samples
+
+# %% ../nbs/06_data.ipynb #a48f3003
+def _no_images(here:Path, other:Path, exts:tuple):
+    "A class folder without images of its own: empty, or its images already taken by `other` (through a link)"
+    def said(q): return f"{q} (a link to {q.resolve()})" if q.is_symlink() else str(q)
+    if other is None:
+        raise FileNotFoundError(f"the class folder {here} holds no images ({', '.join(exts)}); "
+                                "add some or remove the folder")
+    raise FileNotFoundError(f"the class folders {said(other)} and {said(here)} hold the same images, so "
+                            f"{here.name} would have none; give each class a folder of its own")
+
+# %% ../nbs/06_data.ipynb #a48f3001
+def folder_classes(root:str|Path, # `root/<class>/...`
+                  )->tuple: # `(classes, class_to_idx)`: the folders' names as on disk, sorted by their NFC form
+    "The class folders of `root`, checked: no newline or tab in a name, no two names equal in Unicode NFC form"
+    raw = [e.name for e in os.scandir(root) if e.is_dir()]
+    if not raw: raise FileNotFoundError(f"no class folders in {root}; give one sub-folder per class")
+    if bad := [c for c in raw if any(ch in c for ch in '\n\r\t')]:
+        raise ValueError(f"the class folder {str(Path(root)/bad[0])!r} has a newline or tab in its name, which breaks "
+                         "tab-separated output (ep_predict); rename it")
+    nfc = {}
+    for c in raw: nfc.setdefault(unicodedata.normalize('NFC', c), []).append(c)
+    if same := next((v for v in nfc.values() if len(v) > 1), None):
+        raise ValueError(f"the class folders {' and '.join(map(ascii, same))} in {root} differ only in Unicode form "
+                         "(NFC/NFD); merge them into one")
+    raw.sort(key=lambda c: unicodedata.normalize('NFC', c))
+    return raw, {c: i for i, c in enumerate(raw)}
 
 # %% ../nbs/06_data.ipynb #f150dda8
 def image_folder(root:str|Path, # `root/<class>/<image>` (torchvision's `ImageFolder` layout)
@@ -327,12 +352,18 @@ def image_folder(root:str|Path, # `root/<class>/<image>` (torchvision's `ImageFo
     from torchvision.datasets import ImageFolder
     from functools import partial
     class Folder(ImageFolder):
+        def find_classes(self, directory): return folder_classes(directory)
         def make_dataset(self, directory, class_to_idx, *args, **kwargs): return image_samples(directory, class_to_idx)
         def cache_identity(self)->dict: return dict(labels=self.targets, files=self.samples)   # see `FashionMNIST`
     ds = Folder(root, transform=transform, loader=partial(load_image, channels=channels))
     ok = set(verify_images([p for p, _ in ds.samples], on_error))
     ds.samples = ds.imgs = [s for s in ds.samples if s[0] in ok]
     ds.targets = [y for _, y in ds.samples]
+    if none := sorted(set(range(len(ds.classes))) - set(ds.targets)):
+        raise ValueError(f"every image of the class folder {Path(root)/ds.classes[none[0]]} is unreadable; "
+                         "replace them, or remove the folder")
+    ds.classes = [unicodedata.normalize('NFC', c) for c in ds.classes]          # 'Café' one way, whatever the disk's
+    ds.class_to_idx = {c: i for i, c in enumerate(ds.classes)}
     return ds
 
 # %% ../nbs/06_data.ipynb #ed18151f

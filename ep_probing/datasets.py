@@ -605,6 +605,9 @@ def load_named(data:str, # a `dataset_registry` name, or hf:PATH[:image_col:labe
     if train.classes != test.classes:
         raise ValueError(f"{name}: the train split has {len(train.classes)} classes and the test split "
                          f"{len(test.classes)}, or they are named differently; is this copy complete?")
+    if bad := next((c for c in train.classes if any(ch in str(c) for ch in '\n\r\t')), None):
+        raise ValueError(f"{name}: the class name {bad!r} has a newline or tab, which breaks tab-separated output "
+                         "(ep_predict); rename the class")
     if name in dataset_registry: _check_sizes(name, train, test)
     return NamedData(train, test, train.classes, name)
 

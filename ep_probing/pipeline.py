@@ -12,11 +12,12 @@ from functools import partial
 from pathlib import Path
 import numpy as np, pandas as pd
 from torch.utils.data import Subset
-from .config import RunConfig, init_distributed
+from .config import RunConfig, paper_recipe
+from .dist import init_distributed, broadcast_object
 from .run_folder import RunFolder
 from .prepare import Prepared
 from .fit import fit_probes, accum_batch, check_epoch_batch, ProbeFit, halving_epoch
-from .core import Interrupted, write_json, spell
+from .core import Interrupted, write_json, spell, user_error_types
 from .knn import knn_eval, knn_best
 from .logreg import logreg_eval
 from .stats import vs_best, pack_correct
@@ -49,37 +50,73 @@ def run_probing(encoder='mae_fmnist', # short name, timm model name, or an `nn.M
     "Probe a frozen `encoder` on `data` with several probes at once; returns a `ProbeRun`"
     t0, cfg = time.perf_counter(), RunConfig.of(cfg, **options)
     record = dict(encoder=encoder if isinstance(encoder, str) else type(encoder).__name__, data=str(data),
-                  probes=probes if isinstance(probes, str) else [str(s) for s in probes])   # weights: `meta`'s hash
-    init_distributed(cfg.torch_device); accum_batch(cfg.bs, cfg.accum_bs)   # device, process group, batch: first
-    # writable, ours alone, first; under torchrun rank 0 alone holds and writes it, the others never touch it
-    folder, w = (RunFolder(cfg.out, cfg.resume, writer=cfg.writer) if cfg.out is not None else None), cfg.writer
-    with (folder.hold() if folder and w else contextlib.nullcontext()):
-        if folder and w: folder.check_resume({**cfg.record(), **record})   # before the encoder, data and tokens
+                  probes=probes if isinstance(probes, str) else [str(s) for s in probes],   # weights: `meta`'s hash
+                  world_size=cfg.world_size, global_batch=cfg.bs * cfg.world_size)        # a step over every rank
+    init_distributed(cfg.torch_device); accum_batch(cfg.bs, cfg.accum_bs); w = cfg.writer   # device, group, batch
+    with _take_folder(cfg, record) as folder, warnings.catch_warnings():   # rank 0 decides; every rank hears it
+        if not w: warnings.simplefilter('ignore')                          # warnings once: rank 0 says them
+        _skipped(cfg)
         p = Prepared(encoder, data, cfg, progress=progress and w)
-        check_epoch_batch(len(p.tr_idx), p.bs, cfg.accum_bs)
+        _check_epoch_batch(len(p.tr_idx), p.bs, cfg)
         specs, heads = p.heads(probes, opt=cfg.opt, blrs=cfg.blrs, blr=cfg.blr, lr=cfg.lr,
                                batch=accum_batch(p.bs, cfg.accum_bs))
         try: dls = p.dls
         except KeyboardInterrupt:
             raise Interrupted('interrupted during feature extraction; run the same command again: '
                               'the shards already written are kept') from None
+        knn = _knn(p, True) if cfg.knn and w and not p.stream else None; lr = _logreg(p, cfg, w)   # when asked for
         fit = fit_probes(dls, specs, len(p.classes), p.dim, cfg, out=folder, progress=progress and w, meta=p.meta,
                          test_dl=p.test_dl, encoder=p.enc if p.stream else None, layer_order=p.layers, depth=p.depth,
-                         heads=heads, record=record, finish=partial(_write_meta, p=p, cfg=cfg))
-        knn, lr = (_knn(p, True, cfg.out if w else None) if cfg.knn else None), _logreg(p, cfg, w)   # when asked for
+                         heads=heads, record=record, finish=partial(_write_meta, p=p, cfg=cfg, knn=knn, logreg=lr))
         return ProbeRun(fit, p, p.meta, dict(total_s=time.perf_counter() - t0), knn, lr)
 
+# %% ../nbs/11_pipeline.ipynb #a48f1001
+@contextlib.contextmanager
+def _take_folder(cfg:RunConfig, record:dict):
+    "The run's `RunFolder`: rank 0 makes, holds and checks it; a refusal reaches every rank, which raise it alike"
+    if cfg.out is None: yield None; return
+    folder, why = RunFolder(cfg.out, cfg.resume, writer=False), None
+    with contextlib.ExitStack() as held:
+        if cfg.writer:                 # writable, ours alone, not a finished run: before the encoder, data and tokens
+            try:
+                folder = RunFolder(cfg.out, cfg.resume, writer=True, overwrite=cfg.overwrite)
+                held.enter_context(folder.hold()); folder.check_start({**cfg.record(), **record})
+            except user_error_types as e: why = ' '.join(str(e).split())
+        if (why := broadcast_object(why)) is not None: raise ValueError(why)    # under torchrun: no rank waits
+        yield folder
+
+def _skipped(cfg:RunConfig):
+    "Warn, before any work, of what a streamed run cannot do: `knn` and `logreg` read cached tokens"
+    for k in ('knn', 'logreg'):
+        if getattr(cfg, k) and cfg.stream:
+            warnings.warn(f"{spell(k, True)} needs cached tokens; it is skipped with {spell('stream', True)}")
+
+# %% ../nbs/11_pipeline.ipynb #a48f1003
+def _check_epoch_batch(n_train:int, bs:int, cfg:RunConfig):
+    "`fit.check_epoch_batch`, naming the paper's recipe when its effective batch is what does not fit"
+    try: check_epoch_batch(n_train, bs, cfg.accum_bs)
+    except ValueError as e:
+        if not all(getattr(cfg, k) == paper_recipe[k] for k in ('accum_bs', 'opt', 'stream')): raise
+        most = n_train // (step := bs * cfg.world_size) * step                  # whole steps of every rank
+        fix = f", e.g. {spell('accum_bs', most)}" if most else f" and a smaller {spell('bs')}"
+        raise ValueError(f"{spell('recipe', 'paper')}: the paper's recipe steps on {cfg.accum_bs:,} images "
+                         f"({spell('accum_bs', cfg.accum_bs)}) but an epoch has {n_train:,} training images; with "
+                         f"the recipe give {spell('accum_bs')} at most {n_train:,}{fix}, or use more images") from e
+
 # %% ../nbs/11_pipeline.ipynb #215ba38b
-def _write_meta(learn, folder, p, cfg:RunConfig):
-    "Write `attention.png` (`viz.save_run_attention`) and `meta.json` (encoder, weights, data, split sizes, options)"
+def _write_meta(learn, folder, p, cfg:RunConfig, knn:dict=None, logreg:dict=None):
+    "Write `attention.png`, `meta.json` (encoder, weights, data, sizes, processes, options), `knn.json`, `logreg.json`"
     from ep_probing.viz import save_run_attention                  # matplotlib loads only when a run ends
     save_run_attention(learn, p, folder)
     ids = [int(i) for i in p.test_ds.indices] if isinstance(p.test_ds, Subset) else 'all'
     # runs compare image by image when equal
     test_id = hashlib.sha256(json.dumps([p.name, ids]).encode()).hexdigest()[:16]
     rec = dict(p.meta, n_train=len(p.tr_idx), n_valid=len(p.va_idx), n_test=len(p.test_dl.dataset), test_id=test_id,
+               world_size=cfg.world_size, global_batch=p.bs * cfg.world_size,     # a step's images over every rank
                **{k: v for k, v in cfg.record().items() if k not in p.meta})
     write_json(Path(folder)/'meta.json', rec, default=str)
+    if knn: write_json(Path(folder)/'knn.json', knn_best(knn))    # in `.partial`: published with the rest
+    if logreg: write_json(Path(folder)/'logreg.json', logreg)
 
 # %% ../nbs/11_pipeline.ipynb #eddac106
 def _logreg(p:Prepared, cfg:RunConfig=None, writer:bool=True)->dict:
@@ -92,12 +129,11 @@ def _logreg(p:Prepared, cfg:RunConfig=None, writer:bool=True)->dict:
     row = dict(probe='logreg', feature=kind, layer=layer, C=r['C'], top1=r['val_top1'], test_top1=r['top1'],
                n_test=len(r['correct']), params=r['params'], fit_s=r['fit_s'], test_correct=pack_correct(r['correct']),
                sweep={f'{c:g}': v for c, v in r['sweep'].val_top1.items()})
-    if cfg is not None and cfg.out is not None: write_json(Path(cfg.out)/'logreg.json', row)
     return row
 
 # %% ../nbs/11_pipeline.ipynb #9b279c05
-def _knn(p:Prepared, knn:bool, out)->dict:
-    "k-NN sweeps on the run's cached tokens (written to `out/knn.json`), when asked for"
+def _knn(p:Prepared, knn:bool, out=None)->dict:
+    "k-NN sweeps on the run's cached tokens (written to `out/knn.json`: `run_probing` writes it with the run's files)"
     if not knn: return None
     if p.stream:
         warnings.warn(f"{spell('knn', True)} needs cached tokens; it is skipped with {spell('stream', True)}")
@@ -141,11 +177,14 @@ def _header(run:ProbeRun, cfg:RunConfig, recipe:str=None)->str:
     "The run's first line of results: encoder, data, layers, recipe, precision, heads and times"
     m, fp, r = run.meta, lambda v: 'fp32' if v == 'none' else v, run.results
     accum = f", effective batch {cfg.accum_bs}" if cfg.accum_bs else ''
+    n, bs = cfg.world_size, run.prepared.bs                 # torchrun: a step takes every rank's batch
+    procs = f", {n} processes x batch {bs} (global batch {n * bs})" if n > 1 else ''
     gone = run.model.dropped                             # heads `fit.HalveGrid` took out of the grid
     halved = (f", each grid halved after epoch {halving_epoch(cfg.halving, cfg.epochs)} "
               f"({len(run.heads) - len(gone)} heads on)") if gone else ''
     return (f"ep_probe: {m['encoder']} ({m['weights']} weights) on {m['data']} ({len(m['classes'])} classes), "
-            f"layers {m['layers']}, {cfg.epochs} epochs, {cfg.opt}{accum}{f' (--recipe {recipe})' * bool(recipe)}; "
+            f"layers {m['layers']}, {cfg.epochs} epochs, {cfg.opt}{accum}{f' (--recipe {recipe})' * bool(recipe)}"
+            f"{procs}; "
             f"{'streamed' if cfg.stream else 'cached tokens'} ({fp(run.prepared.extract_precision)} extraction, "
             f"{fp(run.fit.precision)} heads; {cfg.precision_reason}); {_heads_line(len(run.heads), len(r))}"
             f"{halved} in {r.train_s.iloc[0]:.1f}s ({run.times['total_s']:.1f}s in all)")

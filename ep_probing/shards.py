@@ -8,7 +8,7 @@ __all__ = ['shard_arrays', 'another_folder', 'write_shard', 'read_shard', 'npy_h
            'start_cache', 'on_full_disk']
 
 # %% ../nbs/07b_shards.ipynb #a359533a
-import errno, hashlib, json, os, shutil, time, warnings
+import errno, hashlib, json, os, shutil, socket, time, warnings
 from contextlib import contextmanager
 from pathlib import Path
 import numpy as np
@@ -44,7 +44,7 @@ def write_shard(path, # the shard's final directory
                 **arrays, # `patch`, `prefix`, `labels`
                )->dict: # `{file: {'bytes': size, 'sha256': hex digest}}`, also stored in the shard's `files.json`
     "Write the arrays as `.npy` files into a temporary directory, hashing the bytes, then `os.replace` it to `path`"
-    path = Path(path); tmp = path.with_name(f'.tmp-{path.name}-{os.getpid()}')
+    path = Path(path); tmp = path.with_name(f'.tmp-{path.name}-{socket.gethostname()}-{os.getpid()}')   # whose
     shutil.rmtree(tmp, ignore_errors=True); tmp.mkdir(parents=True)
     files = {}
     try:
@@ -226,13 +226,24 @@ def write_manifest(d, key:str, n:int, num_shards:int):
                                    finite=True, created=time.time()))    # all tokens checked finite, here or on writing
 
 # %% ../nbs/07b_shards.ipynb #9f56b986
+def _writer_gone(t:Path)->bool:
+    "Is the process that named the temporary folder `t` (`.tmp-<shard>-<host>-<pid>`) gone? Another host's: kept"
+    rest, _, pid = t.name[len('.tmp-'):].rpartition('-')
+    host = rest.partition('-')[2]                            # '' in the older form `.tmp-<shard>-<pid>`: this host
+    if not pid.isdigit() or (host and host != socket.gethostname()): return not pid.isdigit()
+    try: os.kill(int(pid), 0)                                # signal 0: is it alive? (nothing is sent)
+    except ProcessLookupError: return True
+    except (PermissionError, OverflowError): return False    # alive, another user's; or not a PID
+    return False
+
 def start_cache(d:Path, # the cache's folder
                  bad:dict, # `{damaged shard: what is wrong}`, from shards_to_do
                  meta:dict, # what `meta.json` records
                 ):
-    "Make `d`, remove temporary files left in it, heal the damage `bad`, and write `meta.json`"
+    "Make `d`, remove temporary files whose writer is gone, heal the damage `bad`, and write `meta.json`"
     d.mkdir(parents=True, exist_ok=True)
-    for t in d.glob('.tmp-*'): shutil.rmtree(t, ignore_errors=True) if t.is_dir() else t.unlink(missing_ok=True)
+    for t in filter(_writer_gone, d.glob('.tmp-*')):         # a live run's half-written shard is its own
+        shutil.rmtree(t, ignore_errors=True) if t.is_dir() else t.unlink(missing_ok=True)
     if bad: heal(d, bad)
     write_json(d/'meta.json', meta)
 

@@ -6,7 +6,7 @@ import os, signal, sys
 from functools import partial
 from fastai.callback.core import Callback
 import ep_probing.cache as cache, ep_probing.fit as fit
-from ep_probing.config import rank, barrier
+from ep_probing.dist import rank, barrier
 from ep_probing.cli import ep_probe_main
 
 def die(): os.kill(os.getpid(), signal.SIGKILL)             # no cleanup, no finally: as the OOM killer does it

@@ -13,7 +13,7 @@ def tiny_vit(): return timm.models.VisionTransformer(img_size=32, patch_size=8, 
 def test_workers_default_is_decided_by_the_data(tmp_path):
     "RunConfig().workers is None (auto); arrays in memory get 0 workers, image files min(8, CPU cores)"
     assert RunConfig().workers is None and RunConfig(workers=3).workers == 3
-    with pytest.raises(ValueError, match='--workers -1: must be an integer of at least 0'): RunConfig(workers=-1)
+    with pytest.raises(ValueError, match='workers=-1: must be an integer of at least 0'): RunConfig(workers=-1)
     assert in_memory(fmnist_sample('test')) and auto_workers(fmnist_sample('test'), cpus=16) == 0
     cifar = load_named('cifar10', make_tiny('cifar10', tmp_path/'c')).train           # CIFAR: arrays from its pickles
     assert in_memory(cifar) and auto_workers(Subset(cifar, [0, 1]), cpus=16) == 0
@@ -106,7 +106,7 @@ VERIFY = r'''
 import json, os, sys, warnings
 from pathlib import Path
 import ep_probing.data as D
-from ep_probing.config import init_distributed
+from ep_probing.dist import init_distributed
 init_distributed('cpu')
 seen, load = [], D.load_image
 def counted(f, *a, **k): seen.append(str(f)); return load(f, *a, **k)

@@ -84,10 +84,12 @@ def test_a_record_older_than_an_option_is_refused_saying_so(tmp_path, monkeypatc
 
 
 def test_paper_recipe_on_fewer_images_than_its_batch(tmp_path, monkeypatch, capsys):
-    "`--recipe paper` steps once per 4096 images: on 450 training images, refused before any training, with the fix"
+    """`--recipe paper` steps once per 4096 images: on 450 training images, refused before any training, naming the
+    recipe (the user did not type --accum_bs 4096), with the fix"""
     code, _, err = run_cli(monkeypatch, capsys, [*TINY, '--recipe', 'paper', '--out', tmp_path/'o',
                                                  '--cache_dir', tmp_path/'c'])
-    one_line_error(code, err, '--accum_bs 4096: an optimiser step would take 4,096 images but an epoch has 450')
+    one_line_error(code, err, "--recipe paper: the paper's recipe steps on 4,096 images (--accum_bs 4096) but an "
+                              "epoch has 450 training images")
     assert 'e.g. --accum_bs 256' in err
     assert not (tmp_path/'o'/'.partial').exists() and not (tmp_path/'o'/'log.csv').exists()
 
@@ -125,7 +127,7 @@ def test_full_disk_while_checkpointing(tmp_path, monkeypatch, capsys):
             raise RuntimeError('[enforce fail at inline_container.cc:603] . unexpected pos 64 vs 0')
         return save(obj, f, *a, **k)
     monkeypatch.setattr(engine.torch, 'save', full)
-    code, _, err = run_cli(monkeypatch, capsys, [*TINY, '--epochs', '3', '--out', out, '--cache_dir', c])
+    code, _, err = run_cli(monkeypatch, capsys, [*TINY, '--epochs', '3', '--out', out, '--cache_dir', c, '--overwrite'])
     one_line_error(code, err, 'cannot write the checkpoint')
     assert 'after epoch 2 (the disk may be full); the checkpoint after epoch 1 is kept: free space, then continue ' \
            'with --resume' in err
