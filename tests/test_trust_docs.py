@@ -72,10 +72,14 @@ def test_readme_links_resolve_on_github(tmp_path):
     assert '[ok](fig.png)' in fixed and tool.bad_links(fixed, tmp_path) == ['missing.png#x']
 
 def test_guides_are_in_the_sidebar_between_tutorials_and_derivation():
+    "The guides, then the evidence (a Results section), before the derivation; the flag list under Reference"
     import yaml
-    sections = [s['section'] for s in yaml.safe_load((root/'nbs'/'sidebar.yml').read_text())['website']['sidebar']['contents']
-                if isinstance(s, dict)]
-    assert sections == ['Get started', 'Guides', 'Derivation', 'Reference', 'Internals']
+    contents = yaml.safe_load((root/'nbs'/'sidebar.yml').read_text())['website']['sidebar']['contents']
+    sections = {s['section']: s['contents'] for s in contents if isinstance(s, dict)}
+    assert list(sections) == ['Get started', 'Guides', 'Results', 'Derivation', 'Reference', 'Internals']
+    assert sections['Results'] == ['13_experiments.ipynb', '12_viz.ipynb']
+    assert {'15_cli.ipynb', '11a_bench_train.ipynb'} <= set(sections['Reference'])
+    assert {'00a_dist.ipynb', '09c_trained.ipynb'} <= {n for c in sections.values() for n in c}
 
 def test_derivation_page_has_its_figure_and_latex_steps():
     nb = json.loads((root/'nbs'/'02_derivation.ipynb').read_text())
