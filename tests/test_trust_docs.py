@@ -79,6 +79,7 @@ def test_guides_are_in_the_sidebar_between_tutorials_and_derivation():
     assert list(sections) == ['Get started', 'Guides', 'Results', 'Derivation', 'Reference', 'Internals']
     assert sections['Results'] == ['13_experiments.ipynb', '12_viz.ipynb']
     assert {'15_cli.ipynb', '11a_bench_train.ipynb'} <= set(sections['Reference'])
+    assert 'guides/encoders.ipynb' in sections['Guides']
     assert {'00a_dist.ipynb', '09c_trained.ipynb'} <= {n for c in sections.values() for n in c}
 
 def test_derivation_page_has_its_figure_and_latex_steps():
