@@ -72,10 +72,15 @@ def test_readme_links_resolve_on_github(tmp_path):
     assert '[ok](fig.png)' in fixed and tool.bad_links(fixed, tmp_path) == ['missing.png#x']
 
 def test_guides_are_in_the_sidebar_between_tutorials_and_derivation():
+    "The guides, then the evidence (a Results section), before the derivation; the flag list under Reference"
     import yaml
-    sections = [s['section'] for s in yaml.safe_load((root/'nbs'/'sidebar.yml').read_text())['website']['sidebar']['contents']
-                if isinstance(s, dict)]
-    assert sections == ['Get started', 'Guides', 'Derivation', 'Reference', 'Internals']
+    contents = yaml.safe_load((root/'nbs'/'sidebar.yml').read_text())['website']['sidebar']['contents']
+    sections = {s['section']: s['contents'] for s in contents if isinstance(s, dict)}
+    assert list(sections) == ['Get started', 'Guides', 'Results', 'Derivation', 'Reference', 'Internals']
+    assert sections['Results'] == ['13_experiments.ipynb', '12_viz.ipynb']
+    assert {'15_cli.ipynb', '11a_bench_train.ipynb'} <= set(sections['Reference'])
+    assert 'guides/encoders.ipynb' in sections['Guides']
+    assert {'00a_dist.ipynb', '09c_trained.ipynb'} <= {n for c in sections.values() for n in c}
 
 def test_derivation_page_has_its_figure_and_latex_steps():
     nb = json.loads((root/'nbs'/'02_derivation.ipynb').read_text())
@@ -92,18 +97,18 @@ def test_changelog_exists_and_the_readme_names_it():
     assert text.startswith('# Changelog') and '## Unreleased' in text and "'lp'" in text
     assert 'CHANGELOG.md' in readme()[readme().index('## Development'):]
 
-def test_api_page_leads_with_six_names_that_exist():
+def test_api_page_leads_with_eight_names_that_exist():
     import importlib
     cells = [''.join(c['source']) for c in json.loads((root/'nbs'/'api.ipynb').read_text())['cells']
              if c['cell_type'] == 'markdown']
     first = cells[1]                                           # cells[0] is the title
-    assert first.startswith('## The six names you need')
-    six = re.findall(r'^\| `(\w+)` \|', first, re.M)
-    assert len(six) == 6
+    assert first.startswith('## The eight names you need')
+    eight = re.findall(r'^\| `(\w+)` \|', first, re.M)
+    assert len(eight) == 8
     where = {'ep_probe': 'pipeline', 'run_probing': 'pipeline', 'results_table': 'pipeline', 'create_probe': 'probes',
-             'create_encoder': 'encoders', 'ep_compare': 'leaderboard'}
-    assert set(six) == set(where)
-    for n in six: assert callable(getattr(importlib.import_module(f'ep_probing.{where[n]}'), n))
+             'create_encoder': 'encoders', 'ep_compare': 'leaderboard', 'ep_predict': 'trained', 'ready_head': 'trained'}
+    assert set(eight) == set(where)                            # the head's use among them: the command and its loader
+    for n in eight: assert callable(getattr(importlib.import_module(f'ep_probing.{where[n]}'), n))
 
 RAW_KEYS = {'lp', 'gap', 'ep', 'ep_all', 'mhca', 'mqca', 'aim', 'dinovit', 'cae', 'clip', 'siglip', 'jepa', 'coca', 'cait',
             'abmilp', 'simpool', 'esimpool', 'dolg', 'cbam', 'knn'}   # probe keys; readers see EP_32, MHCA, LP [CLS], ...
