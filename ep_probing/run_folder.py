@@ -358,7 +358,7 @@ def head_stem(self:RunRecord, row:dict)->Path:
         if Path(lb).name != lb or lb in ('.', '..') or '\\' in lb:
             raise bad_run_file(self.path/'results.json', f"probe {row['probe']!r} names its head {lb!r}, a path "
                                "outside the run's heads/ (refused)")
-        stem = self.heads/lb
-        if (stem.with_suffix('.json').is_file() or Path(f'{stem}.json').is_file()) and \
-           Path(f'{stem}.json').resolve().parent == self.heads.resolve(): return stem
+        for stem in (self.heads/lb, self.heads/lb.replace('.', 'p')):     # saved as `_keep_chosen` names it
+            if Path(f'{stem}.json').is_file() and Path(f'{stem}.json').resolve().parent == self.heads.resolve():
+                return stem
     raise FileNotFoundError(f"{self.heads} has no saved head of probe {row['probe']!r}; run ep_probe again")
