@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np, pandas as pd
 from torch.utils.data import Subset
 from .config import RunConfig, paper_recipe
-from .dist import init_distributed, broadcast_object
+from .dist import init_distributed, broadcast_object, barrier
 from .run_folder import RunFolder
 from .prepare import Prepared
 from .fit import fit_probes, accum_batch, check_epoch_batch, ProbeFit, halving_epoch
@@ -82,8 +82,14 @@ def _take_folder(cfg:RunConfig, record:dict):
                 folder = RunFolder(cfg.out, cfg.resume, writer=True, overwrite=cfg.overwrite)
                 held.enter_context(folder.hold()); folder.check_start({**cfg.record(), **record})
             except user_error_types as e: why = ' '.join(str(e).split())
-        if (why := broadcast_object(why)) is not None: raise ValueError(why)    # under torchrun: no rank waits
+        if (why := broadcast_object(why)) is not None: _refuse(why)    # under torchrun: no rank waits
         yield folder
+
+def _refuse(why:str):
+    "Every rank: leave the process group together (so no rank aborts at exit), then raise rank 0's refusal `why`"
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized(): barrier(); dist.destroy_process_group()
+    raise ValueError(why)
 
 def _skipped(cfg:RunConfig):
     "Warn, before any work, of what a streamed run cannot do: `knn` and `logreg` read cached tokens"

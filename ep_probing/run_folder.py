@@ -109,7 +109,8 @@ _facts = ('encoder', 'data', 'probes', 'layers', 'img_size')   # in meta.json as
 
 def _said(k:str, v)->str:
     "An option of a record as the user spells it; the process count and global batch in words"
-    return {'world_size': f"{v} process(es)", 'global_batch': f"global batch {v}"}.get(k) or spell(k, _short(v))
+    if k == 'world_size': return f"{v} process{'es' * (v != 1)}"
+    return f"global batch {v}" if k == 'global_batch' else spell(k, _short(v))
 
 def _described(m:dict)->str:
     "A finished run in one phrase: encoder, data, date, and the options it gave (those not at their defaults)"

@@ -1,7 +1,7 @@
 """`torchrun --nproc_per_node=2 ep_probe` on the CPU (gloo): rank 0 alone writes one set of results, they are one
 process's (global batch 256 either way), and a rank killed (SIGKILL) during extraction or training leaves a run that
 the same command with `--resume` completes to the same results."""
-import os, shutil, subprocess, sys
+import json, os, re, shutil, subprocess, sys
 from pathlib import Path
 import pandas as pd, pytest
 
@@ -85,6 +85,48 @@ def test_paper_recipe_streams_under_ddp(ddp, tmp_path):
     "`--recipe paper` (streamed, LARS, accumulation) on 2 ranks: one epoch, one set of results"
     d, _ = ddp
     r = torchrun(ep_probe, tmp_path/'out', d/'cache', '--recipe', 'paper', '--epochs', '1', '--accum_bs', '512',
-                 '--blrs', '0.1,1'); ok(r)
+                 '--blrs', '0.1,1', '--knn'); ok(r)
+    assert r.stderr.count('warning: --knn needs cached tokens') == 1          # 48.25: once, by rank 0
     assert 'streamed' in r.stdout and 'effective batch 512' in r.stdout and r.stdout.count('\nwrote ') == 1
     assert {p.name for p in (tmp_path/'out').iterdir()} == WROTE
+
+def ranks_torchrun(script, out, cache, logs, *extra, env=None):
+    "`torchrun` as above, each rank's output in its own files under `logs` (`--redirects 3`)"
+    tr = shutil.which('torchrun')
+    return run([tr, '--standalone', '--nproc_per_node=2', '--log_dir', logs, '--redirects', '3', script, *ARGS,
+                '--bs', '128', '--out', out, '--cache_dir', cache, *extra], env)
+
+def rank_lines(logs)->list:
+    "Each rank's stdout and stderr, in rank order"
+    return [(d/'stdout.log').read_text() + (d/'stderr.log').read_text()
+            for d in sorted(Path(logs).glob('*/attempt_0/*'), key=lambda d: int(d.name))]
+
+def test_rank0_decides_and_every_rank_says_the_same_line(ddp, tmp_path):
+    "48.13: `--out` a file, `--out` held by another job, `--resume` on a finished run: one line on each rank, exit 2"
+    from ep_probing.core import out_lock
+    d, _ = ddp
+    (tmp_path/'file').write_text('x'); before = {p.name: p.stat().st_mtime_ns for p in (d/'out').rglob('*')}
+    cases = [(tmp_path/'file', [], 'cannot write to the output folder'),
+             (d/'out', ['--resume'], 'is finished, nothing to resume'),
+             (tmp_path/'held', [], 'is in use by another run')]
+    with out_lock(tmp_path/'held'):                                        # another job holds it
+        for i, (out, extra, says) in enumerate(cases):
+            r = ranks_torchrun(ep_probe, out, d/'cache', tmp_path/f'logs{i}', *extra)
+            lines = rank_lines(tmp_path/f'logs{i}')
+            # the first rank out exits 2; torchrun may stop the other (SIGTERM) once it has said the same line
+            codes = re.findall(r'exitcode  : (-?\d+)', r.stderr)
+            assert r.returncode != 0 and len(lines) == 2 and '2' in codes and set(codes) <= {'2', '-15'}, r.stderr
+            for l in lines:
+                assert 'Traceback' not in l and l.strip().splitlines() == lines[0].strip().splitlines(), lines
+                assert len(l.strip().splitlines()) == 1 and l.startswith('ep_probe: error: ') and says in l, l
+    assert {p.name: p.stat().st_mtime_ns for p in (d/'out').rglob('*')} == before        # the finished run: untouched
+
+def test_the_run_is_reported_whole(ddp, tmp_path):
+    "48.4/48.25: the header and meta.json say 2 processes; the extraction lines count every rank's images"
+    d, r = ddp
+    assert '2 processes x batch 128 (global batch 256)' in r.stdout
+    meta = json.loads((d/'out'/'meta.json').read_text())
+    assert (meta['world_size'], meta['global_batch'], meta['bs']) == (2, 256, 128)
+    s = torchrun(here/'ddp_probe.py', tmp_path/'out', tmp_path/'cache', '--probes', 'gap', '--epochs', '1',
+                 env=dict(EP_TEST_SHARD='128')); ok(s)                # 5 + 2 shards, the ranks take turns
+    assert 'extracted 600 images' in s.stdout and 'extracted 200 images' in s.stdout, s.stdout
