@@ -11,13 +11,9 @@ from ep_probing.trained import ep_eval, ep_predict
 from ep_probing.viz import ep_attention
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from console import run_cli   # noqa: E402
+from test_trust_heads import snapshot   # noqa: E402
 
 TINY = ['--train_size', '300', '--test_size', '100', '--epochs', '1', '--probes', 'lp,ep', '--blrs', '0.01']
-
-
-def snapshot(folder)->dict:
-    "Every file under `folder` with its bytes"
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob('*')) if p.is_file()}
 
 
 @pytest.fixture(scope='module')
