@@ -6,22 +6,12 @@ from pathlib import Path
 import pandas as pd, pytest, timm, torch
 from safetensors.torch import save_file
 from ep_probing import engine
-from ep_probing.engine import Checkpoint, read_checkpoint
+from ep_probing.engine import read_checkpoint
 from ep_probing.pipeline import run_probing
 from test_bad_inputs_probe import run_cli, one_line_error, TINY
 from tiny_datasets import make_tiny
 
 root = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def stop_after_epoch_1(monkeypatch):
-    "Ctrl-C once epoch 1 is checkpointed, in the next run only"
-    save, state = Checkpoint.after_epoch, dict(armed=True)
-    def after_epoch(self):
-        save(self)
-        if state['armed'] and self.epoch == 0: state['armed'] = False; raise KeyboardInterrupt
-    monkeypatch.setattr(Checkpoint, 'after_epoch', after_epoch)
 
 
 def interrupted_run(tmp_path, monkeypatch, capsys, *args):

@@ -16,17 +16,6 @@ from test_trust_run import interrupted_run
 FAST = [*TINY, '--probes', 'gap', '--blrs', '0.1']               # one head: the least training a run can do
 
 
-@pytest.fixture
-def stop_after_epoch_1(monkeypatch):
-    "Ctrl-C once epoch 1 is checkpointed, in the next run only (as test_trust_run's)"
-    from ep_probing.engine import Checkpoint
-    save, state = Checkpoint.after_epoch, dict(armed=True)
-    def after_epoch(self):
-        save(self)
-        if state['armed'] and self.epoch == 0: state['armed'] = False; raise KeyboardInterrupt
-    monkeypatch.setattr(Checkpoint, 'after_epoch', after_epoch)
-
-
 def files(d:Path)->dict:
     "Every file under `d` (but the lock) and its bytes"
     return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob('*')) if p.is_file()
