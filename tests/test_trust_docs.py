@@ -105,7 +105,7 @@ def test_api_page_leads_with_eight_names_that_exist():
     assert first.startswith('## The eight names you need')
     eight = re.findall(r'^\| `(\w+)` \|', first, re.M)
     assert len(eight) == 8
-    where = {'ep_probe': 'pipeline', 'run_probing': 'pipeline', 'results_table': 'pipeline', 'create_probe': 'probes',
+    where = {'ep_probe': 'cli', 'run_probing': 'pipeline', 'results_table': 'pipeline', 'create_probe': 'probes',
              'create_encoder': 'encoders', 'ep_compare': 'leaderboard', 'ep_predict': 'trained', 'ready_head': 'trained'}
     assert set(eight) == set(where)                            # the head's use among them: the command and its loader
     for n in eight: assert callable(getattr(importlib.import_module(f'ep_probing.{where[n]}'), n))

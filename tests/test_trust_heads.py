@@ -275,7 +275,10 @@ def test_old_and_new_runs_read(run, tmp_path):
     "meta.json without world_size/global_batch (older runs) and with them: both are read"
     from ep_probing.run_folder import open_run
     shutil.copytree(run, tmp_path/'n'); set_json(tmp_path/'n'/'meta.json', world_size=2, global_batch=512)
-    assert open_run(tmp_path/'n').meta['world_size'] == 2 and 'world_size' not in open_run(run).meta
+    shutil.copytree(run, tmp_path/'o'); m = json.loads((tmp_path/'o'/'meta.json').read_text())
+    (tmp_path/'o'/'meta.json').write_text(json.dumps({k: v for k, v in m.items() if k not in ('world_size', 'global_batch')}))
+    assert open_run(run).meta['world_size'] == 1                       # this ep_probing records it
+    assert open_run(tmp_path/'n').meta['world_size'] == 2 and 'world_size' not in open_run(tmp_path/'o').meta
 
 
 def test_refused_checkpoint_in_our_words(run, tmp_path, monkeypatch, capsys):
