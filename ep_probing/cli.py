@@ -108,7 +108,7 @@ def run_checks(*names:str)->dict:
     return {k: (lambda v, k=k: RunConfig(**{k: _typed(k, v)})) for k in names}
 
 def precheck(argv:list, # the command's arguments, `sys.argv[1:]`
-             checks:dict=None, # `{flag: check(value)}`; default `run_checks()`
+             checks:dict=None, # `{flag: check(value)}`; default: run_checks()
             ):
     "Check the values of the flags in `argv` that `checks` knows (`--flag v` or `--flag=v`) before anything heavy loads"
     checks = run_checks() if checks is None else checks

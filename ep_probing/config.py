@@ -197,7 +197,7 @@ def device_info(device:str='cpu', # a resolved device: 'cpu', 'cuda' or 'cuda:N'
 
 # %% ../nbs/08a_config.ipynb #3637cb56
 def precision_choice(precision:str, # 'auto', 'bf16', 'fp16' or 'none' (fp32)
-                     info:dict, # the device's `device_info`
+                     info:dict, # the device's device_info
                     )->tuple: # `(precision, why)`: 'bf16', 'fp16' or 'none', and the reason in words
     "What `precision` runs as on the device of `info`, and why"
     _one_of('precision', precision, precisions)
@@ -235,7 +235,7 @@ def torch_device(self:RunConfig)->str:
     return self.__dict__['_torch_device']
 
 @patch(as_prop=True)
-def device_info(self:RunConfig)->dict:  # noqa: F811 (`patch` leaves the module's `device_info` function in place)
+def device_info(self:RunConfig)->dict:  # noqa: F811 (patch keeps the module's function of this name)
     "`device_info` of the run's device, asked once"
     if '_info' not in self.__dict__: self.__dict__['_info'] = device_info(self.torch_device)
     return self.__dict__['_info']

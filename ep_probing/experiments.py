@@ -400,13 +400,13 @@ def _write_experiment(df:pd.DataFrame, p:Prepared, # the rows, and the prepared 
 
 # %% ../nbs/13_experiments.ipynb #1167863f
 def run_experiment(which:str='compare', # compare, layers, lowshot or queries
-                   cfg:RunConfig=None, # the run's options (default `RunConfig()`); `layers` is the experiment's
+                   cfg:RunConfig=None, # the run's options (default: RunConfig()); `layers` is the experiment's
                    encoder='mae_fmnist', # encoder short name, timm name, or a module
                    data:str='fashion_mnist', # 'fashion_mnist' or an image folder with train/ and test/
                    seeds:str='0,1,2', # comma-separated seeds
                    out:str='experiment.csv', # CSV of per-seed rows (written atomically)
                    blrs_from:str=None, # compare, queries: an earlier run's CSV; its probes keep the blr it chose
-                   command:str=None, # the command line recorded beside the rows (`ep_experiment`'s)
+                   command:str=None, # the command line recorded beside the rows (ep_experiment's)
                   ):
     "Run experiment `which` on cached tokens with the options of `cfg`, and write its per-seed rows to `out` as CSV"
     sd, chosen = _check_experiment(which, seeds, blrs_from)
